@@ -1,0 +1,39 @@
+# Two entry points (see README): `make demo` and `make test`. Everything installs into .venv.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+# The CPU build of torch (a local wheel on the development machines); GPU workers bring
+# their own torch and triton (see README, "GPU workers").
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: install demo test browser lint
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e '.[evaluator,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian's chromium for the browser tests (Playwright drives it; it never downloads one).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium for the browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# Install, migrate, load the suite, evaluate the example bundles, then serve the site with a
+# worker at http://127.0.0.1:8000/ (SQLite and the filesystem broker: no server needed).
+demo: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py seed_suite
+	$(PY) manage.py seed_demo
+	$(PY) manage.py rundev
+
+test: install browser
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .

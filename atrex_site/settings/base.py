@@ -1,0 +1,175 @@
+"""Settings shared by every environment. Everything that varies comes from the environment.
+
+``.env`` is read only when ``DJANGO_READ_DOT_ENV_FILE`` is true (cookiecutter-django's rule).
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+env = environ.Env()
+if env.bool("DJANGO_READ_DOT_ENV_FILE", default=False):
+    env.read_env(str(BASE_DIR / ".env"))
+
+# Where the site keeps its state on disk (SQLite, uploads, the embedded broker's queue).
+VAR_DIR = Path(env.str("ATREX_VAR_DIR", default=str(BASE_DIR / "var")))
+
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "leaderboard",
+    "submissions",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "atrex_site.urls"
+WSGI_APPLICATION = "atrex_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database_from_env() -> dict:
+    """``DATABASE_URL`` (PostgreSQL in production), else SQLite under ``VAR_DIR``."""
+    default_sqlite = f"sqlite:///{VAR_DIR / 'atrex.sqlite3'}"
+    config = env.db_url("DATABASE_URL", default=default_sqlite)
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        # SQLite cannot create the folder of its file; this is the one thing settings create.
+        Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+        # The web process and the worker write to one file: wait for the lock instead of
+        # failing, and use WAL so readers never block the writer.
+        config.setdefault("OPTIONS", {}).update(
+            {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"}
+        )
+    else:
+        config.setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
+        config.setdefault("CONN_HEALTH_CHECKS", True)
+    return config
+
+
+DATABASES = {"default": _database_from_env()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "leaderboard:board"
+LOGOUT_REDIRECT_URL = "leaderboard:board"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env.str("DJANGO_STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
+STATICFILES_DIRS = [BASE_DIR / "static"]
+# Uploads are never served by URL: owners download them through a view that sends them
+# as attachments, so user content is never rendered from the site's origin.
+MEDIA_ROOT = Path(env.str("DJANGO_MEDIA_ROOT", default=str(VAR_DIR / "media")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+# --- Celery -------------------------------------------------------------------------------
+# Default broker: kombu's filesystem transport, which needs no server (development and the
+# embedded demo). Production sets CELERY_BROKER_URL=redis://...
+BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+else:
+    # Longer than the longest evaluation, so that a message is not redelivered while a
+    # worker is still running it.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=4 * 3600)
+    }
+CELERY_TASK_IGNORE_RESULT = True  # the database row is the source of truth
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_DEFAULT_QUEUE = "site"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- The portal ---------------------------------------------------------------------------
+ATREX = {
+    # Which suite and hardware the board shows first.
+    "DEFAULT_SUITE": env.str("ATREX_DEFAULT_SUITE", default="atrex-bench-v0.1"),
+    "DEFAULT_HARDWARE": env.str("ATREX_DEFAULT_HARDWARE", default="cpu-dev"),
+    # Upload limits (bytes / archive entries).
+    "MAX_UPLOAD_BYTES": env.int("ATREX_MAX_UPLOAD_BYTES", default=20 * 1024 * 1024),
+    "MAX_BUNDLE_ENTRIES": env.int("ATREX_MAX_BUNDLE_ENTRIES", default=200),
+    # The evaluator is run with this interpreter (a GPU node's Python with torch and triton).
+    "EVALUATOR_PYTHON": env.str("ATREX_EVALUATOR_PYTHON", default=""),
+    # Where a worker keeps each run's working files (bundle copy, results, logs).
+    "RUNS_DIR": Path(env.str("ATREX_RUNS_DIR", default=str(VAR_DIR / "runs"))),
+    # Wall-clock cap for one evaluation (seconds).
+    "EVALUATION_TIMEOUT_S": env.int("ATREX_EVALUATION_TIMEOUT_S", default=3 * 3600),
+    # Which device this worker evaluates on ("cpu" or "cuda").
+    "WORKER_DEVICE": env.str("ATREX_WORKER_DEVICE", default="cpu"),
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("DJANGO_LOG_LEVEL", default="INFO")},
+}

@@ -1,0 +1,150 @@
+"""The results document (schema ``atrex-results/1``): entries, sanitising, writing.
+
+Pure stdlib. The child process measures; this module turns a measurement into the
+shape entry of results.json (roofline fraction, speedup, fallback verdict) and writes
+the document atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from evaluator import HARNESS_VERSION
+from evaluator.hardware import HardwareProfile
+from evaluator.roofline import roofline_fraction, t_sol_seconds
+from evaluator.suite import ShapeSpec
+
+SCHEMA = "atrex-results/1"
+SHAPE_FIELDS = (
+    "shape_id", "weight", "status", "time_ms", "time_spread_ms", "reps", "reference_time_ms",
+    "t_sol_ms", "roofline_fraction", "speedup", "own_kernel_share", "max_abs_error", "error",
+    "w_flops", "q_read_bytes", "q_write_bytes",
+)
+
+
+def finite_or_none(value: Any) -> float | None:
+    """A finite float, or None (JSON has no NaN/Infinity)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _ms(seconds: Any) -> float | None:
+    value = finite_or_none(seconds)
+    return None if value is None else value * 1e3
+
+
+def _describe_ops(top_ops: list[Mapping[str, Any]]) -> str:
+    return ", ".join(f"{op.get('op')} ({op.get('calls')} calls, {op.get('time_ms', 0):.3g} ms)"
+                     for op in top_ops[:5]) or "none recorded"
+
+
+def shape_entry(shape: ShapeSpec, *, status: str, error: str | None = None,
+                measurement: Mapping[str, Any] | None = None,
+                hardware: HardwareProfile, threshold_own_share: float) -> dict[str, Any]:
+    """One entry of an operator's "shapes" list.
+
+    ``measurement`` is the child's record (times in seconds, own-kernel share, top ops,
+    max abs error). A correct shape whose own-kernel share is under the threshold
+    becomes ``fallback``, and its error names the PyTorch ops that did the work.
+    """
+    measured = dict(measurement or {})
+    t_sol_s = t_sol_seconds(w_flops=shape.w_flops, q_read=shape.q_read, q_write=shape.q_write,
+                            hardware=hardware)
+    time_s = finite_or_none(measured.get("time_s"))
+    reference_s = finite_or_none(measured.get("reference_time_s"))
+    own_share = finite_or_none(measured.get("own_kernel_share"))
+    if status == "pass" and own_share is not None and own_share < threshold_own_share:
+        status = "fallback"
+        error = (f"shape {shape.shape_id}: only {own_share:.0%} of the call is the submission's "
+                 f"own kernels (threshold {threshold_own_share:.0%}); PyTorch compute: "
+                 f"{_describe_ops(measured.get('top_ops') or [])}")
+    fraction = speedup = None
+    if time_s and time_s > 0:
+        fraction = roofline_fraction(t_sol_s=t_sol_s, t_measured_s=time_s)
+        speedup = reference_s / time_s if reference_s else None
+    return {
+        "shape_id": shape.shape_id,
+        "weight": shape.weight,
+        "status": status,
+        "time_ms": _ms(time_s),
+        "time_spread_ms": _ms(measured.get("time_spread_s")),
+        "reps": measured.get("reps"),
+        "reference_time_ms": _ms(reference_s),
+        "t_sol_ms": t_sol_s * 1e3,
+        "roofline_fraction": finite_or_none(fraction),
+        "speedup": finite_or_none(speedup),
+        "own_kernel_share": own_share,
+        "max_abs_error": finite_or_none(measured.get("max_abs_error")),
+        "error": error if error is not None else measured.get("error"),
+        "w_flops": dict(shape.w_flops),
+        "q_read_bytes": shape.q_read,
+        "q_write_bytes": shape.q_write,
+    }
+
+
+def operator_entry(*, operator: str, importance: float, status: str, error: str | None,
+                   score: float, warnings: list[str], shapes: list[dict[str, Any]]
+                   ) -> dict[str, Any]:
+    """One entry of the "operators" list."""
+    return {"operator": operator, "importance": importance, "status": status, "error": error,
+            "score": score, "warnings": list(warnings), "shapes": shapes}
+
+
+def results_document(*, suite: Mapping[str, Any], hardware: Mapping[str, Any],
+                     environment: Mapping[str, Any], seed_digest: str, started_at: str,
+                     finished_at: str, wall_s: float, error: Mapping[str, str] | None,
+                     bundle: Mapping[str, Any] | None, operators: list[dict[str, Any]],
+                     scores: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The whole results.json document, fields in the documented order."""
+    return {
+        "schema": SCHEMA,
+        "harness_version": HARNESS_VERSION,
+        "suite": dict(suite),
+        "hardware": dict(hardware),
+        "environment": dict(environment),
+        "seed_digest": seed_digest,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "wall_s": wall_s,
+        "error": dict(error) if error else None,
+        "bundle": dict(bundle) if bundle is not None else None,
+        "operators": operators,
+        "scores": dict(scores) if scores is not None else None,
+    }
+
+
+def sanitize(value: Any) -> Any:
+    """A copy with every non-finite float replaced by None (strict JSON)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): sanitize(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [sanitize(v) for v in value]
+    return value
+
+
+def write_results(path: str | os.PathLike[str], document: Mapping[str, Any]) -> None:
+    """Write the document as strict JSON, atomically (a reader never sees half a file)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(sanitize(document), indent=2, allow_nan=False) + "\n"
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

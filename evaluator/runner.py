@@ -1,0 +1,380 @@
+"""Evaluate a bundle: one fresh child process per operator, scores, results.json.
+
+The runner process itself imports neither torch nor the candidate's code. For each
+operator it starts ``python -m evaluator.child`` with two pipes it created (the job in,
+per-shape records out; see ``evaluator.child``), sends the child's stdout and stderr to
+a log file, enforces a wall-time limit between records, and turns the records into
+the shape entries of results.json as they arrive (so progress is live).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import evaluator
+from evaluator.bundle import BundleManifest, extract_bundle
+from evaluator.child import FrameReader, write_frame
+from evaluator.environment import collect_environment, gpu_clocks
+from evaluator.errors import BundleError
+from evaluator.hardware import HardwareProfile, get_profile
+from evaluator.results import operator_entry, results_document, shape_entry
+from evaluator.scoring import operator_score, summarize
+from evaluator.suite import ShapeSpec, Suite, load_suite
+
+DEFAULT_HARDWARE = {"cpu": "cpu-dev", "cuda": "h200-sxm"}
+DEFAULT_SHAPE_SET = {"cpu": "smoke", "cuda": "full"}
+DEFAULT_SHAPE_TIMEOUT_S = 300.0
+"""Longest silence allowed from a child: importing the candidate, or one whole shape."""
+CATALOGUE_SUITE = "atrex-bench-v1"
+"""Every operator name the portal knows, for telling a typo from another suite's operator."""
+_READ_CHUNK = 1 << 16
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+class ProgressWriter:
+    """Appends one JSON line per event to the progress file (flushed), if there is one."""
+
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        self.path = Path(path) if path else None
+
+    def emit(self, event: str, **fields: Any) -> None:
+        """Write ``{"event": event, **fields}`` as one line."""
+        if self.path is None:
+            return
+        line = json.dumps({"event": event, **fields}, allow_nan=False)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+            handle.flush()
+
+
+@dataclass
+class ChildOutcome:
+    """What one operator's child process produced."""
+
+    status: str = "ok"  # ok | compile_error | runtime_error | timeout
+    error: str | None = None
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unfinished_status: str = "runtime_error"
+    unfinished_error: str | None = None
+
+
+def known_operator_names(suite: Suite) -> set[str]:
+    """The suite's operators plus the portal catalogue's (if it can be loaded)."""
+    names = set(suite.operator_slugs())
+    try:
+        names.update(load_suite(CATALOGUE_SUITE).operator_slugs())
+    except Exception:  # the catalogue is a convenience for messages, never required
+        pass
+    return names
+
+
+def child_environment(device: str) -> dict[str, str]:
+    """Environment of a child: the evaluator importable, the interpreter on for CPU."""
+    env = dict(os.environ)
+    package_root = str(Path(evaluator.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    """Stop the child and anything it started (it leads its own session)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def _exit_description(returncode: int | None) -> str:
+    if returncode is None:
+        return "did not exit"
+    if returncode < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+def run_operator_child(*, job: dict[str, Any], log_path: Path, workdir: Path, device: str,
+                       shape_timeout_s: float,
+                       on_record: Callable[[dict[str, Any]], None]) -> ChildOutcome:
+    """Run one operator's child process to completion (or its time limit)."""
+    outcome = ChildOutcome()
+    job_read, job_write = os.pipe()
+    result_read, result_write = os.pipe()
+    command = [sys.executable, "-P", "-m", "evaluator.child", "--job-fd", str(job_read),
+               "--result-fd", str(result_write)]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            command, pass_fds=(job_read, result_write), stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, env=child_environment(device), cwd=workdir,
+            start_new_session=True,
+        )
+    os.close(job_read)
+    os.close(result_write)
+    try:
+        try:
+            write_frame(job_write, job)
+        except BrokenPipeError:
+            pass  # the child died at once; its exit status tells the rest
+        finally:
+            os.close(job_write)
+        _follow(process, result_read, outcome, shape_timeout_s, on_record)
+    finally:
+        os.close(result_read)
+        if process.poll() is None:
+            _kill(process)
+    return outcome
+
+
+def _follow(process: subprocess.Popen[bytes], fd: int, outcome: ChildOutcome,
+            shape_timeout_s: float, on_record: Callable[[dict[str, Any]], None]) -> None:
+    reader = FrameReader()
+    deadline = time.monotonic() + shape_timeout_s
+    current: str | None = None
+    finished = False
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            _kill(process)
+            where = f"shape {current}" if current else "importing the candidate"
+            outcome.status = "timeout"
+            outcome.error = (f"no progress for {shape_timeout_s:.0f} s while {where}; "
+                             "the evaluation process was stopped")
+            outcome.unfinished_status, outcome.unfinished_error = "timeout", outcome.error
+            return
+        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+        if not ready:
+            continue
+        data = os.read(fd, _READ_CHUNK)
+        if not data:
+            break
+        try:
+            messages = reader.feed(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            _kill(process)
+            outcome.status = "runtime_error"
+            outcome.error = f"the evaluation process sent a malformed record ({exc})"
+            outcome.unfinished_error = outcome.error
+            return
+        for message in messages:
+            deadline = time.monotonic() + shape_timeout_s
+            event = message.get("event")
+            if event == "shape_start":
+                current = str(message.get("shape_id"))
+            elif event == "shape" and isinstance(message.get("result"), dict):
+                record = message["result"]
+                outcome.records[str(record.get("shape_id"))] = record
+                on_record(record)
+                current = None
+            elif event in ("compile_error", "harness_error"):
+                outcome.status = "compile_error" if event == "compile_error" else "runtime_error"
+                outcome.error = str(message.get("error"))
+                if message.get("traceback"):
+                    outcome.error += "\n" + str(message["traceback"])
+                outcome.unfinished_status = outcome.status
+                outcome.unfinished_error = outcome.error
+                finished = True
+            elif event == "done":
+                finished = True
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        _kill(process)
+    if not finished:
+        where = f" during shape {current}" if current else ""
+        outcome.status = "runtime_error"
+        outcome.error = (f"the evaluation process {_exit_description(process.returncode)}"
+                         f"{where}; see the operator's log")
+        outcome.unfinished_error = outcome.error
+
+
+def _job(*, operator: str, manifest: BundleManifest, bundle_dir: Path,
+         shapes: list[ShapeSpec], device: str, seed: int,
+         time_budget_s: float | None) -> dict[str, Any]:
+    return {
+        "operator": operator,
+        "bundle_dir": str(bundle_dir),
+        "module_path": manifest.operators[operator],
+        "device": device,
+        "seed": seed,
+        "time_budget_s": time_budget_s,
+        "shapes": [{"shape_id": s.shape_id, "init_kwargs": s.init_kwargs,
+                    "input_kwargs": s.input_kwargs, "q_read": s.q_read, "q_write": s.q_write}
+                   for s in shapes],
+    }
+
+
+@dataclass
+class RunState:
+    """Per-run state: where we are, for progress lines."""
+
+    progress: ProgressWriter
+    shapes_total: int
+    shapes_done: int = 0
+
+    def shape_done(self, operator: str, entry: Mapping[str, Any]) -> None:
+        """Count a finished shape and emit its progress line."""
+        self.shapes_done += 1
+        self.progress.emit("shape", operator=operator, shape_id=entry["shape_id"],
+                           status=entry["status"], shapes_done=self.shapes_done,
+                           shapes_total=self.shapes_total)
+
+
+def _evaluate_operator(*, operator: str, suite: Suite, shapes: list[ShapeSpec],
+                       manifest: BundleManifest, bundle_dir: Path, workdir: Path,
+                       log_dir: Path, hardware: HardwareProfile, device: str, seed: int,
+                       time_budget_s: float | None, shape_timeout_s: float,
+                       state: RunState) -> dict[str, Any]:
+    threshold = suite.threshold_own_share
+    by_id = {shape.shape_id: shape for shape in shapes}
+    entries: dict[str, dict[str, Any]] = {}
+    warnings: list[str] = []
+
+    def finish(shape: ShapeSpec, **kwargs: Any) -> None:
+        entry = shape_entry(shape, hardware=hardware, threshold_own_share=threshold, **kwargs)
+        entries[shape.shape_id] = entry
+        state.shape_done(operator, entry)
+
+    if operator not in manifest.operators:
+        status, error = "missing", f"the bundle has no {operator}.py"
+        for shape in shapes:
+            finish(shape, status="missing", error=error)
+    else:
+        def on_record(record: dict[str, Any]) -> None:
+            shape = by_id.get(str(record.get("shape_id")))
+            if shape is None or shape.shape_id in entries:
+                return
+            for warning in record.get("warnings") or []:
+                if warning not in warnings:
+                    warnings.append(warning)
+            finish(shape, status=str(record.get("status")), measurement=record)
+
+        job = _job(operator=operator, manifest=manifest, bundle_dir=bundle_dir, shapes=shapes,
+                   device=device, seed=seed, time_budget_s=time_budget_s)
+        outcome = run_operator_child(job=job, log_path=log_dir / f"{operator}.log",
+                                     workdir=workdir, device=device,
+                                     shape_timeout_s=shape_timeout_s, on_record=on_record)
+        status, error = outcome.status, outcome.error
+        for shape in shapes:
+            if shape.shape_id not in entries:
+                finish(shape, status=outcome.unfinished_status,
+                       error=outcome.unfinished_error or "not evaluated")
+    ordered = [entries[shape.shape_id] for shape in shapes]
+    score = operator_score(ordered)
+    state.progress.emit("operator", operator=operator, status=status, score=score)
+    return operator_entry(operator=operator, importance=suite.operator(operator).importance,
+                          status=status, error=error, score=score, warnings=warnings,
+                          shapes=ordered)
+
+
+def _resolve_inputs(suite: Suite | str, hardware: HardwareProfile | str | None, device: str
+                    ) -> tuple[Suite, HardwareProfile]:
+    loaded = load_suite(suite) if isinstance(suite, str) else suite
+    if hardware is None:
+        hardware = DEFAULT_HARDWARE["cuda" if device.startswith("cuda") else "cpu"]
+    profile = get_profile(hardware) if isinstance(hardware, str) else hardware
+    return loaded, profile
+
+
+def run_bundle(
+    *,
+    bundle_path: str | os.PathLike[str],
+    suite: Suite | str,
+    hardware: HardwareProfile | str | None,
+    device: str,
+    operators: list[str] | None = None,
+    shape_set: str | None = None,
+    seed: int | None = None,
+    progress_path: str | os.PathLike[str] | None = None,
+    time_budget_s: float | None = None,
+    log_dir: str | os.PathLike[str] | None = None,
+    shape_timeout_s: float | None = None,
+    operator_hint: str | None = None,
+) -> dict[str, Any]:
+    """Evaluate a bundle on this machine and return the results document (atrex-results/1).
+
+    ``operators`` restricts the suite (importance renormalised among them); shape set,
+    hardware profile and seed default per device (smoke/cpu-dev on CPU, full/h200-sxm on
+    CUDA; a random seed). A bundle the user must fix gives a document whose ``error``
+    has a ``bundle:*`` code. Child logs go to ``log_dir`` (``<operator>.log``), or are
+    discarded with the run's scratch space when it is None.
+    """
+    started, started_at = time.monotonic(), _now()
+    device_kind = "cuda" if device.startswith("cuda") else "cpu"
+    full_suite, profile = _resolve_inputs(suite, hardware, device)
+    run_suite = full_suite.restrict(operators) if operators else full_suite
+    shape_set = shape_set or DEFAULT_SHAPE_SET[device_kind]
+    seed = seed if seed is not None else int.from_bytes(os.urandom(8), "big") >> 1
+    progress = ProgressWriter(progress_path)
+    environment = collect_environment(device)
+    selected = run_suite.operator_slugs()
+    shapes = {op: run_suite.shapes_for(op, shape_set) for op in selected}
+    state = RunState(progress=progress, shapes_total=sum(len(s) for s in shapes.values()))
+    error: dict[str, str] | None = None
+    manifest: BundleManifest | None = None
+    entries: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="atrex-run-") as scratch:
+        scratch_dir = Path(scratch)
+        try:
+            manifest = extract_bundle(bundle_path, scratch_dir / "bundle",
+                                      known_operators=known_operator_names(full_suite),
+                                      operator_hint=operator_hint)
+        except BundleError as exc:
+            error = exc.to_dict()
+        if manifest is not None:
+            progress.emit("start", shapes_total=state.shapes_total, operators=selected)
+            workdir = scratch_dir / "work"
+            workdir.mkdir()
+            logs = Path(log_dir) if log_dir else scratch_dir / "logs"
+            for operator in selected:
+                entries.append(_evaluate_operator(
+                    operator=operator, suite=run_suite, shapes=shapes[operator],
+                    manifest=manifest, bundle_dir=scratch_dir / "bundle", workdir=workdir,
+                    log_dir=logs, hardware=profile, device=device, seed=seed,
+                    time_budget_s=time_budget_s,
+                    shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S, state=state))
+    scores = summarize(operators=entries, importance=run_suite.importance()) if not error else None
+    progress.emit("done", aggregate=scores["aggregate"] if scores else None,
+                  **({"error": error} if error else {}))
+    if device_kind == "cuda":
+        environment["clocks_end"] = gpu_clocks()
+    bundle_block = None
+    if manifest is not None:
+        bundle_block = {"operators": sorted(manifest.operators), "warnings": manifest.warnings,
+                        "metadata": manifest.metadata}
+    return results_document(
+        suite={"name": full_suite.name, "version": full_suite.version,
+               "hash": full_suite.content_hash, "shape_set": shape_set},
+        hardware=profile.to_dict(), environment=environment,
+        seed_digest="sha256:" + hashlib.sha256(str(seed).encode()).hexdigest(),
+        started_at=started_at, finished_at=_now(), wall_s=time.monotonic() - started,
+        error=error, bundle=bundle_block, operators=entries, scores=scores,
+    )

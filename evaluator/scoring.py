@@ -1,0 +1,238 @@
+"""The one scoring definition of the portal, used by the evaluator and the website.
+
+Pure stdlib. Definitions (copied into the README):
+
+* **Shape score** s = the shape's roofline fraction (T_sol / T_measured) if its status is
+  ``pass``; 0 for every other status (``incorrect``, ``fallback``, ``compile_error``,
+  ``runtime_error``, ``timeout``, ``missing``). A correct answer computed by PyTorch
+  instead of the submission's own kernels (``fallback``) scores 0.
+* **Operator score** = sum(w_i * s_i) / sum(w_i) over the operator's shapes, w_i the
+  shape's weight within the operator (0 if the weights sum to 0).
+* **Aggregate** = sum(I_op * operator score) / sum(I_op) over the suite's operators, I_op
+  the operator's importance; an operator with no result counts 0.
+* **Apparent pass rate** = shapes whose output was correct (``pass`` or ``fallback``) /
+  all shapes; **real pass rate** = ``pass`` / all shapes; **fallback rate** =
+  ``fallback`` / all shapes.
+* **Geomean speedup (eager)** = geometric mean of T_eager / T_measured over shapes that
+  pass and have a speedup; None when there is none.
+* **fast_1** = share of all shapes that pass with a speedup over PyTorch eager above 1.
+* **Aggregate CI**: a 95% interval from the timing spread. For a passing shape,
+  time_spread_ms / time_ms is the relative standard error of its time; the roofline
+  fraction scales as 1/time, so its standard error is fraction * that ratio (first
+  order). Assuming shapes independent, var(operator score) = sum((w_i/sum w)^2 var(s_i))
+  and var(aggregate) = sum((I_op/sum I)^2 var(operator score)); the interval is
+  aggregate +- 1.96 sigma, the lower end clipped at 0. Shapes without a spread add no
+  variance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evaluator.errors import PlatformError
+
+SHAPE_STATUSES: tuple[str, ...] = (
+    "pass",
+    "incorrect",
+    "fallback",
+    "compile_error",
+    "runtime_error",
+    "timeout",
+    "missing",
+)
+FAILURE_STATUSES: tuple[str, ...] = tuple(s for s in SHAPE_STATUSES if s != "pass")
+"""Every status whose shape scores 0."""
+CORRECT_STATUSES: tuple[str, ...] = ("pass", "fallback")
+"""Statuses whose output was correct (fallbacks included): the apparent passes."""
+Z_95 = 1.96
+
+
+def _bad(message: str) -> PlatformError:
+    return PlatformError(message, code="platform:bad-results")
+
+
+def _status(shape: Mapping[str, Any]) -> str:
+    status = shape.get("status")
+    if status not in SHAPE_STATUSES:
+        raise _bad(
+            f"Shape {shape.get('shape_id')!r} has status {status!r}; "
+            f"known: {', '.join(SHAPE_STATUSES)}."
+        )
+    return str(status)
+
+
+def _weight(shape: Mapping[str, Any]) -> float:
+    weight = shape.get("weight")
+    if isinstance(weight, bool) or not isinstance(weight, int | float):
+        raise _bad(f"Shape {shape.get('shape_id')!r} has no numeric weight ({weight!r}).")
+    if not math.isfinite(weight) or weight < 0:
+        raise _bad(f"Shape {shape.get('shape_id')!r} has weight {weight!r}; it must be >= 0.")
+    return float(weight)
+
+
+def shape_score(*, status: str, roofline_fraction: float | None) -> float:
+    """Score of one shape: its roofline fraction if ``status == "pass"``, else 0.0.
+
+    A pass without a fraction, or with a negative or non-finite one, is a harness
+    error (PlatformError); so is an unknown status. Fractions above 1 are kept as they
+    are (such results are held for review, not clipped here).
+    """
+    if status not in SHAPE_STATUSES:
+        raise _bad(f"Unknown shape status {status!r}; known: {', '.join(SHAPE_STATUSES)}.")
+    if status != "pass":
+        return 0.0
+    if roofline_fraction is None:
+        raise _bad("A passing shape must have a roofline fraction.")
+    if not math.isfinite(roofline_fraction) or roofline_fraction < 0:
+        raise _bad(f"Roofline fraction {roofline_fraction!r} must be finite and >= 0.")
+    return float(roofline_fraction)
+
+
+def _scored(shape: Mapping[str, Any]) -> float:
+    return shape_score(status=_status(shape), roofline_fraction=shape.get("roofline_fraction"))
+
+
+def operator_score(shapes: Sequence[Mapping[str, Any]]) -> float:
+    """Weighted mean shape score: sum(w * s) / sum(w); 0.0 when the weights sum to 0.
+
+    Each shape is a mapping with "weight", "status" and "roofline_fraction" (the shape
+    entries of results.json).
+    """
+    total_weight = 0.0
+    weighted = 0.0
+    for shape in shapes:
+        weight = _weight(shape)
+        total_weight += weight
+        weighted += weight * _scored(shape)
+    return weighted / total_weight if total_weight > 0 else 0.0
+
+
+def aggregate_score(
+    *, operator_scores: Mapping[str, float], importance: Mapping[str, float]
+) -> float:
+    """Importance-weighted mean operator score: sum(I * score) / sum(I) over ``importance``.
+
+    An operator of ``importance`` missing from ``operator_scores`` counts 0; operators
+    outside ``importance`` are ignored. 0.0 when the importance sums to 0.
+    """
+    total = 0.0
+    weighted = 0.0
+    for slug, weight in importance.items():
+        if not math.isfinite(weight) or weight < 0:
+            raise _bad(f"Operator {slug!r} has importance {weight!r}; it must be >= 0.")
+        total += weight
+        weighted += weight * operator_scores.get(slug, 0.0)
+    return weighted / total if total > 0 else 0.0
+
+
+def scores_by_operator(operators: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Operator score of each entry of a results.json "operators" list, by operator slug."""
+    scores: dict[str, float] = {}
+    for entry in operators:
+        slug = str(entry.get("operator"))
+        if slug in scores:
+            raise _bad(f"Operator {slug!r} appears twice in the results; merge its shapes first.")
+        scores[slug] = operator_score(entry.get("shapes") or [])
+    return scores
+
+
+def _shape_variance(shape: Mapping[str, Any]) -> float:
+    """Variance of a passing shape's score from its timing spread (0 if unknown)."""
+    if _status(shape) != "pass":
+        return 0.0
+    time_ms = shape.get("time_ms")
+    spread_ms = shape.get("time_spread_ms")
+    if time_ms is None or spread_ms is None or time_ms <= 0:
+        return 0.0
+    sigma = _scored(shape) * (float(spread_ms) / float(time_ms))
+    return sigma * sigma
+
+
+def _operator_variance(shapes: Sequence[Mapping[str, Any]]) -> float:
+    total_weight = sum(_weight(shape) for shape in shapes)
+    if total_weight <= 0:
+        return 0.0
+    return sum((_weight(s) / total_weight) ** 2 * _shape_variance(s) for s in shapes)
+
+
+def aggregate_ci(
+    *, operators: Sequence[Mapping[str, Any]], importance: Mapping[str, float]
+) -> list[float]:
+    """95% interval [low, high] of the aggregate from the shapes' timing spread.
+
+    aggregate +- 1.96 sigma with sigma propagated from each passing shape's relative
+    time standard error (see the module docstring); the low end is clipped at 0.
+    """
+    aggregate = aggregate_score(
+        operator_scores=scores_by_operator(operators), importance=importance
+    )
+    total = sum(importance.values())
+    variance = 0.0
+    if total > 0:
+        for entry in operators:
+            share = importance.get(str(entry.get("operator")), 0.0) / total
+            variance += share * share * _operator_variance(entry.get("shapes") or [])
+    half_width = Z_95 * math.sqrt(variance)
+    return [max(0.0, aggregate - half_width), aggregate + half_width]
+
+
+def _speedup(shape: Mapping[str, Any]) -> float | None:
+    speedup = shape.get("speedup")
+    if speedup is None or not math.isfinite(speedup) or speedup <= 0:
+        return None
+    return float(speedup)
+
+
+def fast_p(*, shapes: Sequence[Mapping[str, Any]], threshold: float) -> float:
+    """Share of all ``shapes`` that pass with a speedup over eager above ``threshold``."""
+    if not shapes:
+        return 0.0
+    fast = sum(
+        1 for shape in shapes if _status(shape) == "pass" and (_speedup(shape) or 0.0) > threshold
+    )
+    return fast / len(shapes)
+
+
+def geomean_speedup(shapes: Sequence[Mapping[str, Any]]) -> float | None:
+    """Geometric mean of the speedups of passing shapes that have one; None if none do."""
+    logs = [
+        math.log(speedup)
+        for shape in shapes
+        if _status(shape) == "pass" and (speedup := _speedup(shape)) is not None
+    ]
+    return math.exp(math.fsum(logs) / len(logs)) if logs else None
+
+
+def summarize(
+    *, operators: Sequence[Mapping[str, Any]], importance: Mapping[str, float]
+) -> dict[str, Any]:
+    """The "scores" block of results.json from its "operators" list.
+
+    Keys: aggregate, aggregate_ci [low, high], apparent_pass_rate, real_pass_rate,
+    fallback_rate, geomean_speedup_eager, fast_1, shapes_total, shapes_passed (status
+    ``pass`` only). Rates are over all shapes of ``operators`` (0.0 when there are none);
+    operator scores are recomputed from the shapes, never read from the entries.
+    """
+    shapes = [shape for entry in operators for shape in (entry.get("shapes") or [])]
+    statuses = [_status(shape) for shape in shapes]
+    total = len(shapes)
+
+    def share(count: int) -> float:
+        return count / total if total else 0.0
+
+    passed = statuses.count("pass")
+    return {
+        "aggregate": aggregate_score(
+            operator_scores=scores_by_operator(operators), importance=importance
+        ),
+        "aggregate_ci": aggregate_ci(operators=operators, importance=importance),
+        "apparent_pass_rate": share(sum(s in CORRECT_STATUSES for s in statuses)),
+        "real_pass_rate": share(passed),
+        "fallback_rate": share(statuses.count("fallback")),
+        "geomean_speedup_eager": geomean_speedup(shapes),
+        "fast_1": fast_p(shapes=shapes, threshold=1.0),
+        "shapes_total": total,
+        "shapes_passed": passed,
+    }

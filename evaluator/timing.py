@@ -1,0 +1,160 @@
+"""Timing of one callable with adaptive repetitions: a CPU timer and a CUDA timer.
+
+Both warm up, then time at least ``min_reps`` calls and keep going until the standard
+error of the mean is under ``target_rel_se`` of the median or the time budget is spent.
+The CUDA timer flushes L2 before every call (by writing a buffer larger than L2),
+synchronises the whole device around every call, times with CUDA events and cross-
+checks with the host clock (work launched on other streams is invisible to events on
+the current stream, but not to a device-wide synchronise).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+DEFAULT_BUDGET_S = {"cpu": 2.0, "cuda": 1.0}
+MIN_REPS = 10
+MAX_REPS = 100_000
+TARGET_REL_SE = 0.005
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+"""Larger than the L2 of any supported GPU (H100/H200: 50 MB)."""
+
+
+@dataclass
+class TimingResult:
+    """Per-call times of one callable: median, standard error, repetitions."""
+
+    median_s: float
+    std_error_s: float
+    reps: int
+    samples_s: list[float] = field(repr=False, default_factory=list)
+    host_median_s: float | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def summarize_samples(samples: list[float]) -> tuple[float, float]:
+    """(median, standard error of the mean) of per-call times."""
+    median = statistics.median(samples)
+    if len(samples) < 2:
+        return median, math.inf
+    return median, statistics.stdev(samples) / math.sqrt(len(samples))
+
+
+def _converged(samples: list[float], *, min_reps: int, target_rel_se: float) -> bool:
+    if len(samples) < min_reps:
+        return False
+    median, std_error = summarize_samples(samples)
+    return median > 0 and std_error <= target_rel_se * median
+
+
+class Timer(ABC):
+    """Times a zero-argument callable (which runs the operator once)."""
+
+    device_type: str = "cpu"
+
+    def __init__(self, *, min_reps: int = MIN_REPS, max_reps: int = MAX_REPS,
+                 target_rel_se: float = TARGET_REL_SE) -> None:
+        self.min_reps = min_reps
+        self.max_reps = max_reps
+        self.target_rel_se = target_rel_se
+
+    @abstractmethod
+    def time_once(self, fn: Callable[[], Any]) -> tuple[float, float]:
+        """(device seconds, host seconds) of one call, prepared as the timer requires."""
+
+    def measure(self, fn: Callable[[], Any], *, budget_s: float | None = None,
+                warmup: int = 2) -> TimingResult:
+        """Warm up, then time repeatedly until converged or the budget is spent."""
+        budget = DEFAULT_BUDGET_S[self.device_type] if budget_s is None else budget_s
+        started = time.perf_counter()
+        for _ in range(max(1, warmup)):
+            self.time_once(fn)
+            if time.perf_counter() - started > 0.25 * budget:
+                break
+        samples: list[float] = []
+        host_samples: list[float] = []
+        deadline = time.perf_counter() + budget
+        while len(samples) < self.max_reps:
+            device_s, host_s = self.time_once(fn)
+            samples.append(device_s)
+            host_samples.append(host_s)
+            if _converged(samples, min_reps=self.min_reps, target_rel_se=self.target_rel_se):
+                break
+            if len(samples) >= self.min_reps and time.perf_counter() > deadline:
+                break
+        return self._result(samples, host_samples)
+
+    def _result(self, samples: list[float], host_samples: list[float]) -> TimingResult:
+        median, std_error = summarize_samples(samples)
+        return TimingResult(median_s=median, std_error_s=std_error, reps=len(samples),
+                            samples_s=samples, host_median_s=statistics.median(host_samples))
+
+
+class CpuTimer(Timer):
+    """Wall-clock timing with ``time.perf_counter_ns`` (device time = host time)."""
+
+    device_type = "cpu"
+
+    def time_once(self, fn: Callable[[], Any]) -> tuple[float, float]:
+        """Seconds of one call."""
+        start = time.perf_counter_ns()
+        fn()
+        elapsed = (time.perf_counter_ns() - start) * 1e-9
+        return elapsed, elapsed
+
+
+class CudaTimer(Timer):
+    """CUDA events around each call, L2 flushed before it, the device synchronised around it."""
+
+    device_type = "cuda"
+    HOST_SLACK_S = 50e-6
+    """Host time may exceed event time by launch overhead; more than this (and 2x) is suspect."""
+
+    def __init__(self, device: torch.device | str = "cuda", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.device = torch.device(device)
+        self._flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=self.device)
+
+    def time_once(self, fn: Callable[[], Any]) -> tuple[float, float]:
+        """(event seconds, host seconds) of one call after an L2 flush."""
+        self._flush.zero_()
+        start_event = torch.cuda.Event(enable_timing=True)
+        end_event = torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(self.device)
+        host_start = time.perf_counter_ns()
+        start_event.record()
+        fn()
+        end_event.record()
+        torch.cuda.synchronize(self.device)
+        host_s = (time.perf_counter_ns() - host_start) * 1e-9
+        return start_event.elapsed_time(end_event) * 1e-3, host_s
+
+    def _result(self, samples: list[float], host_samples: list[float]) -> TimingResult:
+        result = super()._result(samples, host_samples)
+        host = result.host_median_s or 0.0
+        if host > 2 * result.median_s + self.HOST_SLACK_S:
+            # Events on the current stream miss work on other streams; the device-wide
+            # synchronise does not, so the host clock is the honest figure then.
+            result.warnings.append(
+                f"host clock {host * 1e3:.4g} ms exceeds CUDA events {result.median_s * 1e3:.4g}"
+                " ms: work outside the current stream? the host time is used"
+            )
+            median, std_error = summarize_samples(host_samples)
+            result.median_s, result.std_error_s = median, std_error
+        return result
+
+
+def make_timer(device: torch.device | str, **kwargs: Any) -> Timer:
+    """The timer for a device ('cpu' or 'cuda[:n]')."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return CudaTimer(device, **kwargs)
+    return CpuTimer(**kwargs)

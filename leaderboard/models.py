@@ -1,0 +1,153 @@
+"""The suite catalogue (operators, hardware, suite versions, shapes) and published scores.
+
+A published suite version is immutable: its ``definition`` is the exact suite file the
+evaluator runs, content-hashed; the Operator/Shape rows are a browsable copy of it.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class HardwareProfile(models.Model):
+    class DeviceKind(models.TextChoices):
+        CUDA = "cuda", "CUDA GPU"
+        CPU = "cpu", "CPU (development)"
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=120)
+    device_kind = models.CharField(max_length=8, choices=DeviceKind.choices)
+    # Execution path (bf16_tc, fp16_tc, fp8_e4m3_tc, fp32_tf32_tc, fp32_strict) -> FLOP/s.
+    peak_flops = models.JSONField()
+    hbm_bytes_per_s = models.FloatField()
+    source = models.CharField(max_length=200)
+    notes = models.TextField(blank=True)
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def queue(self) -> str:
+        """The Celery queue whose workers run on this hardware."""
+        return f"eval.{self.slug}"
+
+
+class Operator(models.Model):
+    slug = models.SlugField(unique=True)
+    atrex_id = models.CharField(max_length=20, blank=True)
+    description = models.TextField(blank=True)
+    dtype = models.CharField(max_length=20, blank=True)
+    phase = models.CharField(max_length=20, blank=True)
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class SuiteVersion(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        PUBLISHED = "published", "Published"
+
+    name = models.CharField(max_length=80)
+    version = models.CharField(max_length=40)
+    description = models.TextField(blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.DRAFT)
+    content_hash = models.CharField(max_length=80, unique=True)
+    # The suite file (format atrex-suite/1) that the evaluator runs, exactly.
+    definition = models.JSONField()
+    threshold_own_share = models.FloatField(default=0.8)
+    created_at = models.DateTimeField(auto_now_add=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name", "-published_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["name", "version"], name="suite_name_version_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.version}"
+
+    @property
+    def slug(self) -> str:
+        return f"{self.name}-{self.version}"
+
+
+class SuiteOperator(models.Model):
+    suite_version = models.ForeignKey(
+        SuiteVersion, on_delete=models.CASCADE, related_name="suite_operators"
+    )
+    operator = models.ForeignKey(Operator, on_delete=models.PROTECT, related_name="+")
+    importance = models.FloatField(help_text="Normalised: the suite's importances sum to 1.")
+    importance_raw = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["-importance"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["suite_version", "operator"], name="suite_operator_unique"
+            )
+        ]
+
+
+class Shape(models.Model):
+    class Visibility(models.TextChoices):
+        PUBLIC = "public", "Public"
+        HIDDEN = "hidden", "Hidden (scored, never shown to agents)"
+
+    suite_version = models.ForeignKey(SuiteVersion, on_delete=models.CASCADE, related_name="shapes")
+    operator = models.ForeignKey(Operator, on_delete=models.PROTECT, related_name="shapes")
+    shape_id = models.CharField(max_length=40)
+    init_kwargs = models.JSONField(default=dict)
+    input_kwargs = models.JSONField(default=dict)
+    weight = models.FloatField(default=1.0)
+    w_flops = models.JSONField(default=dict)
+    q_read = models.BigIntegerField()
+    q_write = models.BigIntegerField()
+    visibility = models.CharField(
+        max_length=8, choices=Visibility.choices, default=Visibility.PUBLIC
+    )
+    smoke = models.BooleanField(default=False)
+    source = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["operator__slug", "shape_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["suite_version", "operator", "shape_id"], name="shape_unique"
+            )
+        ]
+
+
+class Score(models.Model):
+    """A published result: one row per submission on the board, stored denormalised at
+    publish time so that the board never recomputes scores per request."""
+
+    submission = models.OneToOneField(
+        "submissions.Submission", on_delete=models.CASCADE, related_name="score"
+    )
+    run = models.ForeignKey("submissions.EvaluationRun", on_delete=models.PROTECT, related_name="+")
+    suite_version = models.ForeignKey(SuiteVersion, on_delete=models.PROTECT, related_name="scores")
+    hardware = models.ForeignKey(HardwareProfile, on_delete=models.PROTECT, related_name="scores")
+    aggregate = models.FloatField()
+    aggregate_ci_low = models.FloatField(null=True)
+    aggregate_ci_high = models.FloatField(null=True)
+    apparent_pass_rate = models.FloatField()
+    real_pass_rate = models.FloatField()
+    fallback_rate = models.FloatField()
+    geomean_speedup_eager = models.FloatField(null=True)
+    # operator slug -> operator score
+    operator_scores = models.JSONField(default=dict)
+    published_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["suite_version", "hardware", "-aggregate"])]

@@ -1,0 +1,36 @@
+// Live status for a submission page: polls the progress endpoint until the status is final,
+// then reloads once so that the server-rendered results appear. The page works without it.
+(function () {
+  "use strict";
+  var box = document.getElementById("status-box");
+  if (!box || box.dataset.final === "true") { return; }
+  var url = box.dataset.progressUrl;
+  var statusEl = document.getElementById("status");
+  var bar = document.getElementById("progress");
+  var text = document.getElementById("progress-text");
+  var errorBox = document.getElementById("error-box");
+
+  function render(p) {
+    statusEl.textContent = p.status_display;
+    statusEl.className = "status status-" + p.status;
+    bar.max = p.shapes_total || 1;
+    bar.value = p.shapes_done;
+    text.textContent = p.shapes_done + " / " + p.shapes_total + " shapes";
+    if (p.error_message) {
+      document.getElementById("error-code").textContent = p.error_code;
+      document.getElementById("error-message").textContent = p.error_message;
+      errorBox.hidden = false;
+    }
+  }
+
+  function poll() {
+    fetch(url, { headers: { "Accept": "application/json" }, credentials: "same-origin" })
+      .then(function (r) { return r.json(); })
+      .then(function (p) {
+        render(p);
+        if (p.final) { window.location.reload(); } else { setTimeout(poll, 1000); }
+      })
+      .catch(function () { setTimeout(poll, 3000); });
+  }
+  setTimeout(poll, 500);
+})();

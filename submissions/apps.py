@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SubmissionsConfig(AppConfig):
+    name = "submissions"
+    verbose_name = "Submissions and evaluation runs"

@@ -1,0 +1,198 @@
+"""Runs the evaluator's command line in a child process and follows its progress file.
+
+This module knows how to call ``python -m evaluator run``; it knows nothing of the
+database. The child's own output is kept as a log, never parsed: results come only from
+the results file the evaluator writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evaluator.errors import PlatformError
+
+LOG_TAIL_BYTES = 64 * 1024
+
+
+class EvaluatorTimeout(PlatformError):
+    code = "platform:evaluation-timeout"
+
+
+class EvaluatorCrashed(PlatformError):
+    code = "platform:evaluator-crashed"
+
+
+@dataclass
+class EvaluatorJob:
+    """Everything one evaluation needs, and where its files go."""
+
+    bundle_path: Path
+    suite_definition: dict
+    hardware_slug: str
+    device: str
+    work_dir: Path
+    timeout_s: float
+    python: str = ""
+    extra_args: list[str] = field(default_factory=list)
+
+    @property
+    def results_path(self) -> Path:
+        return self.work_dir / "results.json"
+
+    @property
+    def progress_path(self) -> Path:
+        return self.work_dir / "progress.jsonl"
+
+    @property
+    def log_path(self) -> Path:
+        return self.work_dir / "evaluator.log"
+
+
+@dataclass
+class EvaluatorOutcome:
+    returncode: int
+    results: dict | None
+    log_tail: str
+
+
+def _child_environment(work_dir: Path) -> dict[str, str]:
+    """A minimal environment: no database URL, broker URL, secret key or tokens."""
+    keep = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "PYTHONPATH")
+    env = {name: os.environ[name] for name in keep if name in os.environ}
+    env["HOME"] = str(work_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("TRITON_CACHE_DIR", str(work_dir / "triton-cache"))
+    return env
+
+
+class ProgressReader:
+    """Reads the JSON lines that the evaluator appends, tolerating a partial last line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def read_new(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        with self.path.open("rb") as handle:
+            handle.seek(self.offset)
+            chunk = handle.read()
+        complete, _, _ = chunk.rpartition(b"\n")
+        if not complete:
+            return []
+        self.offset += len(complete) + 1
+        events = []
+        for line in complete.splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return events
+
+
+def _tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
+    if not path.exists():
+        return ""
+    with path.open("rb") as handle:
+        handle.seek(max(0, path.stat().st_size - limit))
+        return handle.read().decode("utf-8", errors="replace")
+
+
+def run_evaluator(
+    job: EvaluatorJob,
+    *,
+    on_progress: Callable[[dict], None] | None = None,
+    poll_s: float = 0.5,
+) -> EvaluatorOutcome:
+    """Run ``python -m evaluator run`` for one job and wait for it.
+
+    ``on_progress`` gets every progress event as it appears (and is also called with
+    ``{"event": "heartbeat"}`` at each poll so the caller can record liveness).
+    """
+    job.work_dir.mkdir(parents=True, exist_ok=True)
+    suite_path = job.work_dir / "suite.json"
+    suite_path.write_text(json.dumps(job.suite_definition))
+    for stale in (job.results_path, job.progress_path):
+        stale.unlink(missing_ok=True)
+    command = [
+        job.python or sys.executable,
+        "-m",
+        "evaluator",
+        "run",
+        str(job.bundle_path),
+        "--suite",
+        str(suite_path),
+        "--hardware",
+        job.hardware_slug,
+        "--device",
+        job.device,
+        "--out",
+        str(job.results_path),
+        "--progress",
+        str(job.progress_path),
+        *job.extra_args,
+    ]
+    # The evaluator package must be importable from the child even though cwd is the run
+    # directory: point PYTHONPATH at the project root that holds it.
+    env = _child_environment(job.work_dir)
+    project_root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (project_root, env.get("PYTHONPATH")) if p)
+    reader = ProgressReader(job.progress_path)
+    with job.log_path.open("ab") as log:
+        process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+            command,
+            cwd=job.work_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + job.timeout_s
+        while True:
+            try:
+                returncode = process.wait(timeout=poll_s)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if on_progress is not None:
+                for event in reader.read_new():
+                    on_progress(event)
+                on_progress({"event": "heartbeat"})
+            if time.monotonic() > deadline:
+                _kill_group(process)
+                raise EvaluatorTimeout(
+                    f"The evaluation did not finish within {job.timeout_s:.0f} s and was stopped."
+                )
+    if on_progress is not None:
+        for event in reader.read_new():
+            on_progress(event)
+    results = None
+    if job.results_path.exists():
+        try:
+            results = json.loads(job.results_path.read_text())
+        except json.JSONDecodeError as error:
+            raise EvaluatorCrashed(f"The evaluator wrote an unreadable results file: {error}")
+    log_tail = _tail(job.log_path)
+    if results is None:
+        raise EvaluatorCrashed(
+            f"The evaluator exited with code {returncode} without writing results. "
+            f"Last lines of its log:\n{log_tail[-2000:]}"
+        )
+    return EvaluatorOutcome(returncode=returncode, results=results, log_tail=log_tail)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, 9)
+    except ProcessLookupError:
+        pass
+    process.wait()

@@ -1,0 +1,191 @@
+"""Submissions, their status history, evaluation runs and per-operator/per-shape results.
+
+Status changes happen only in ``submissions.services`` (compare-and-set); nothing here
+moves a status on save.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+def _upload_path(instance: Submission, filename: str) -> str:
+    # A fresh folder per upload: the original name is kept for the owner, never reused.
+    return f"uploads/{instance.owner_id}/{uuid.uuid4().hex}/{filename}"
+
+
+class Submission(models.Model):
+    class Kind(models.TextChoices):
+        BUNDLE = "bundle", "Kernel bundle"
+        AGENT = "agent", "Agent endpoint"
+
+    class Visibility(models.TextChoices):
+        PUBLIC = "public", "Public"
+        PRIVATE = "private", "Private (you and the admins only)"
+
+    class Status(models.TextChoices):
+        RECEIVED = "received", "Received"
+        VALIDATING = "validating", "Validating"
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SCORING = "scoring", "Scoring"
+        PUBLISHED = "published", "Published"
+        FAILED = "failed", "Failed"
+        REJECTED = "rejected", "Rejected"
+        CANCELLED = "cancelled", "Cancelled"
+        HELD_FOR_REVIEW = "held_for_review", "Held for review"
+
+    FINAL_STATUSES = frozenset(
+        {
+            Status.PUBLISHED,
+            Status.FAILED,
+            Status.REJECTED,
+            Status.CANCELLED,
+            Status.HELD_FOR_REVIEW,
+        }
+    )
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="submissions"
+    )
+    title = models.CharField(max_length=200)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.BUNDLE)
+    visibility = models.CharField(
+        max_length=8, choices=Visibility.choices, default=Visibility.PUBLIC
+    )
+    suite_version = models.ForeignKey(
+        "leaderboard.SuiteVersion", on_delete=models.PROTECT, related_name="submissions"
+    )
+    hardware = models.ForeignKey(
+        "leaderboard.HardwareProfile", on_delete=models.PROTECT, related_name="submissions"
+    )
+    status = models.CharField(
+        max_length=20, choices=Status.choices, default=Status.RECEIVED, db_index=True
+    )
+    status_changed_at = models.DateTimeField(auto_now_add=True)
+    # Stable error code (bundle:*, eval:*, platform:*) and the message shown to the owner.
+    error_code = models.CharField(max_length=60, blank=True)
+    error_message = models.TextField(blank=True)
+
+    upload = models.FileField(upload_to=_upload_path, max_length=300, blank=True)
+    upload_name = models.CharField(max_length=255, blank=True)
+    upload_size = models.BigIntegerField(default=0)
+    upload_sha256 = models.CharField(max_length=64, blank=True)
+    # What validation found: operators -> files, all files, atrex.toml metadata, warnings.
+    manifest = models.JSONField(default=dict, blank=True)
+
+    # Provenance (from the form or the bundle's atrex.toml).
+    dsl = models.CharField(max_length=40, blank=True)
+    model_name = models.CharField(max_length=120, blank=True)
+    agent_name = models.CharField(max_length=120, blank=True)
+    agent_version = models.CharField(max_length=60, blank=True)
+    notes = models.TextField(blank=True)
+    cost_usd = models.DecimalField(max_digits=10, decimal_places=2, null=True, blank=True)
+
+    is_baseline = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.title}"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in self.FINAL_STATUSES
+
+
+class StatusChange(models.Model):
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="history")
+    from_status = models.CharField(max_length=20, blank=True)
+    to_status = models.CharField(max_length=20)
+    note = models.TextField(blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "pk"]
+
+
+class EvaluationRun(models.Model):
+    """One attempt to evaluate a submission on one worker."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="runs")
+    attempt = models.PositiveIntegerField(default=1)
+    status = models.CharField(
+        max_length=12, choices=Status.choices, default=Status.QUEUED, db_index=True
+    )
+    queue = models.CharField(max_length=80)
+    worker = models.CharField(max_length=200, blank=True)
+    environment = models.JSONField(default=dict, blank=True)
+    harness_version = models.CharField(max_length=20, blank=True)
+    shapes_total = models.PositiveIntegerField(default=0)
+    shapes_done = models.PositiveIntegerField(default=0)
+    error_code = models.CharField(max_length=60, blank=True)
+    error_message = models.TextField(blank=True)
+    # The candidate's own output (prints, warnings), kept as a log, never parsed.
+    log_tail = models.TextField(blank=True)
+    # The evaluator's results.json, as written.
+    results = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["submission", "attempt"], name="run_attempt_unique")
+        ]
+
+
+class OperatorResult(models.Model):
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="operator_results")
+    operator = models.CharField(max_length=60)
+    status = models.CharField(max_length=20)
+    score = models.FloatField(default=0.0)
+    importance = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
+    warnings = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-importance", "operator"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "operator"], name="operator_result_unique")
+        ]
+
+
+class ShapeResult(models.Model):
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="shape_results")
+    operator = models.CharField(max_length=60)
+    shape_id = models.CharField(max_length=40)
+    status = models.CharField(max_length=20)
+    weight = models.FloatField(default=1.0)
+    time_ms = models.FloatField(null=True)
+    time_spread_ms = models.FloatField(null=True)
+    reps = models.PositiveIntegerField(null=True)
+    reference_time_ms = models.FloatField(null=True)
+    t_sol_ms = models.FloatField(null=True)
+    roofline_fraction = models.FloatField(null=True)
+    speedup = models.FloatField(null=True)
+    own_kernel_share = models.FloatField(null=True)
+    max_abs_error = models.FloatField(null=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["operator", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "operator", "shape_id"], name="shape_result_unique"
+            )
+        ]

@@ -1,0 +1,63 @@
+"""Settings come from the environment; production refuses to start without its secrets."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _check(settings_module: str, extra_env: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL"))}
+    env.update({"DJANGO_SETTINGS_MODULE": settings_module, **extra_env})
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+
+def test_production_refuses_to_start_without_a_secret_key():
+    result = _check("atrex_site.settings.production", {"DJANGO_ALLOWED_HOSTS": "example.org"})
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY" in result.stderr
+
+
+def test_production_starts_with_its_secrets_and_passes_the_deploy_check(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")},
+            "DJANGO_SETTINGS_MODULE": "atrex_site.settings.production",
+            "DJANGO_SECRET_KEY": "x" * 64 + "a-long-random-looking-production-key-123",
+            "DJANGO_ALLOWED_HOSTS": "atrex.example.org",
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        },
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_database_and_broker_come_from_the_environment(tmp_path):
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.DATABASES['default']['ENGINE']); print(s.CELERY_BROKER_URL)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "atrex_site.settings.local",
+            "DATABASE_URL": "postgres://u@127.0.0.1:5432/atrex",
+            "CELERY_BROKER_URL": "redis://127.0.0.1:6379/3",
+        }
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["django.db.backends.postgresql", "redis://127.0.0.1:6379/3"], out.stderr
+    env.pop("DATABASE_URL")
+    env.pop("CELERY_BROKER_URL")
+    env["ATREX_VAR_DIR"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["django.db.backends.sqlite3", "filesystem://"], out.stderr

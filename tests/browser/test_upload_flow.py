@@ -1,0 +1,84 @@
+"""A researcher signs up, uploads a bundle through the form, watches it run, and finds it on
+the board: Debian's chromium driven by Playwright, a live server and a real Celery worker."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import pytest
+
+from submissions.demo import EXAMPLE_BUNDLES_DIR, zip_folder
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+@pytest.fixture
+def page(tmp_path):
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
+    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
+    # still synchronous and safe.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        yield page
+        context.close()
+        browser.close()
+
+
+def test_upload_in_the_browser_reaches_the_board(
+    page, live_server, catalogue, celery_worker_process, tmp_path
+):
+    bundle = tmp_path / "my-kernels.zip"
+    bundle.write_bytes(zip_folder(EXAMPLE_BUNDLES_DIR / "triton-baseline"))
+
+    page.goto(f"{live_server.url}/accounts/signup/")
+    page.get_by_label("Username").fill("kernel-hacker")
+    page.get_by_label("Password", exact=True).fill("a long pass phrase 42")
+    page.get_by_label("Password confirmation").fill("a long pass phrase 42")
+    page.get_by_role("button", name="Create account").click()
+    page.wait_for_url("**/submissions/new/")
+
+    page.get_by_label("Kernel bundle").set_input_files(str(bundle))
+    page.get_by_label("Title").fill("Browser upload")
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url("**/submissions/*/")
+
+    # Watch the status box update by itself (no reload by hand) until the result is final.
+    seen = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        status = page.locator("#status").inner_text()
+        if not seen or seen[-1] != status:
+            seen.append(status)
+        if status in {"Published", "Failed", "Rejected", "Held for review"}:
+            break
+        time.sleep(0.2)
+    assert seen[-1] == "Published", (seen, celery_worker_process.read_text()[-3000:])
+    assert seen[0] in {"Queued", "Running", "Scoring"}, seen  # it was followed while it ran
+    page.wait_for_selector("#operator-table")
+    operators = page.locator("#operator-table tbody tr")
+    assert operators.count() == 3
+    assert page.locator("#shape-table tbody tr").count() == 9
+    assert float(page.locator("#aggregate").inner_text()) > 0
+    page.screenshot(path=str(tmp_path / "submission.png"), full_page=True)
+
+    page.get_by_role("link", name="Leaderboard").first.click()
+    row = page.locator("#board tbody tr", has_text="Browser upload")
+    assert row.count() == 1
+    assert row.locator("td").first.inner_text() == "1"
+    page.screenshot(path=str(tmp_path / "board.png"), full_page=True)

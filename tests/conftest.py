@@ -1,0 +1,123 @@
+"""Shared fixtures. The report header says which database and broker the tests used."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+
+
+
+def pytest_report_header(config) -> list[str]:
+    database = settings.DATABASES["default"]
+    engine = database["ENGINE"].rsplit(".", 1)[-1]
+    where = f"{database.get('HOST') or ''}:{database.get('PORT') or ''}" if database.get("HOST") else database["NAME"]
+    return [
+        f"atrex: database = {engine} ({where})",
+        f"atrex: celery broker = {settings.CELERY_BROKER_URL}",
+    ]
+
+
+@pytest.fixture
+def catalogue(db):
+    """Hardware profiles and the foundation suite in the database."""
+    from evaluator.suite import load_suite
+    from leaderboard.services import hardware_profiles_sync, suite_version_import
+
+    hardware_profiles_sync()
+    return suite_version_import(suite=load_suite("atrex-bench-v0.1"))
+
+
+@pytest.fixture
+def user(db):
+    from tests.factories import UserFactory
+
+    return UserFactory()
+
+
+@pytest.fixture
+def example_zip():
+    """``example_zip("triton-baseline", only=["rms_norm.py"])`` -> an uploaded zip file."""
+    import io
+    import zipfile
+
+    from submissions.demo import EXAMPLE_BUNDLES_DIR
+
+    def build(folder: str, only: list[str] | None = None, name: str | None = None):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            for path in sorted((EXAMPLE_BUNDLES_DIR / folder).iterdir()):
+                if path.is_file() and (only is None or path.name in only):
+                    archive.write(path, path.name)
+        return SimpleUploadedFile(name or f"{folder}.zip", buffer.getvalue(), "application/zip")
+
+    return build
+
+
+def _database_url() -> str:
+    """The URL of the test database, for processes that the tests start."""
+    from django.db import connection
+
+    config = connection.settings_dict
+    if config["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{config['NAME']}"
+    return f"postgres://{config['USER']}@{config['HOST']}:{config['PORT']}/{config['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
+    """A real Celery worker process on the test broker (Redis when it answers), consuming the
+    CPU profile's queue and writing to the test database. Yields its log path."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from atrex_site.celery import app
+
+    with django_db_blocker.unblock():
+        url = _database_url()
+    queue = "eval.cpu-dev"
+    with app.connection_for_write() as connection:
+        try:
+            connection.default_channel.queue_purge(queue)
+        except Exception:  # noqa: BLE001 - an absent queue has nothing to purge
+            pass
+    log_path = tmp_path_factory.mktemp("worker") / "worker.log"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "atrex_site.settings.test",
+        "DATABASE_URL": url,
+        "ATREX_TEST_REQUIRE_SERVICES": "0",
+    }
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "atrex_site", "worker", "-Q", queue,
+             "--concurrency", "1", "--loglevel", "INFO", "-n", f"test-{os.getpid()}@%h",
+             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    time.sleep(1.0)
+    if process.poll() is not None:
+        raise RuntimeError(f"the Celery worker exited at once:\n{log_path.read_text()}")
+    yield log_path
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def wait_for_status(submission, statuses: set[str], timeout_s: float = 240.0):
+    """Poll the database until the submission reaches one of ``statuses``."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        submission.refresh_from_db()
+        if submission.status in statuses:
+            return submission
+        time.sleep(0.5)
+    raise AssertionError(f"submission #{submission.pk} still {submission.status} after {timeout_s} s")
