@@ -52,6 +52,8 @@ class BundleManifest:
     kind: str = "directory"
     root: str = ""
     """Folder inside the archive that the paths above are relative to ('' = top level)."""
+    problems: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per-operator errors ({"code", "message"}) found in lenient mode (``strict=False``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -62,6 +64,7 @@ class BundleManifest:
             "warnings": list(self.warnings),
             "kind": self.kind,
             "root": self.root,
+            "problems": {slug: dict(problem) for slug, problem in self.problems.items()},
         }
 
 
@@ -169,8 +172,7 @@ def _tar_entries(data: bytes, *, max_entries: int, max_total_bytes: int) -> list
         for count, member in enumerate(_iter_tar(archive), start=1):
             name = _check_tar_member(member)
             total += member.size
-            _check_counts(count, total, max_entries=max_entries,
-                          max_total_bytes=max_total_bytes)
+            _check_counts(count, total, max_entries=max_entries, max_total_bytes=max_total_bytes)
             if member.isdir():
                 continue
 
@@ -213,8 +215,7 @@ def _directory_entries(root: Path, *, max_entries: int, max_total_bytes: int) ->
                     "may hold only regular files and folders.",
                 )
             total += info.st_size
-            _check_counts(count, total, max_entries=max_entries,
-                          max_total_bytes=max_total_bytes)
+            _check_counts(count, total, max_entries=max_entries, max_total_bytes=max_total_bytes)
 
             def read(full: Path = full) -> bytes:
                 with open(full, "rb") as handle:
@@ -297,8 +298,10 @@ def _read_metadata(source: bytes, warnings: list[str]) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in METADATA_KEYS:
-            warnings.append(f"{METADATA_FILENAME}: unknown key {key!r} ignored "
-                            f"(known: {', '.join(METADATA_KEYS)})")
+            warnings.append(
+                f"{METADATA_FILENAME}: unknown key {key!r} ignored "
+                f"(known: {', '.join(METADATA_KEYS)})"
+            )
         elif not isinstance(value, str):
             warnings.append(f"{METADATA_FILENAME}: {key!r} must be a string; ignored")
         else:
@@ -306,8 +309,9 @@ def _read_metadata(source: bytes, warnings: list[str]) -> dict[str, Any]:
     return metadata
 
 
-def _locate_operators(files: list[str], known: frozenset[str], operator_hint: str | None,
-                      warnings: list[str]) -> dict[str, str]:
+def _locate_operators(
+    files: list[str], known: frozenset[str], operator_hint: str | None, warnings: list[str]
+) -> dict[str, str]:
     operators: dict[str, str] = {}
     for name in files:
         path = PurePosixPath(name)
@@ -325,8 +329,9 @@ def _locate_operators(files: list[str], known: frozenset[str], operator_hint: st
         if operator_hint not in known:
             raise _unknown_operator(operator_hint, known)
         if operators and operator_hint not in operators:
-            warnings.append(f"{UPSTREAM_FILENAME} taken as {operator_hint} beside other "
-                            "operator files")
+            warnings.append(
+                f"{UPSTREAM_FILENAME} taken as {operator_hint} beside other operator files"
+            )
         operators.setdefault(operator_hint, UPSTREAM_FILENAME)
     return operators
 
@@ -339,8 +344,24 @@ def _unknown_operator(name: str, known: frozenset[str]) -> BundleError:
     )
 
 
-def _check_entries(entries: list[_Entry], *, kind: str, known: frozenset[str],
-                   operator_hint: str | None) -> BundleManifest:
+def _check_operator_file(slug: str, name: str, source: bytes) -> None:
+    tree = _parse(name, source)
+    if not _defines_model(tree):
+        raise _error(
+            "missing-model",
+            f"{name} (operator {slug}) has no top-level 'class Model'. Define "
+            "class Model(nn.Module) with the reference's __init__ and forward.",
+        )
+
+
+def _check_entries(
+    entries: list[_Entry],
+    *,
+    kind: str,
+    known: frozenset[str],
+    operator_hint: str | None,
+    strict: bool = True,
+) -> BundleManifest:
     entries = [entry for entry in entries if not _is_junk(entry.name)]
     root = _common_root([entry.name for entry in entries], known)
     by_name = {entry.name[len(root) + 1 :] if root else entry.name: entry for entry in entries}
@@ -368,28 +389,37 @@ def _check_entries(entries: list[_Entry], *, kind: str, known: frozenset[str],
         listed = ", ".join(files[:20]) + (" …" if len(files) > 20 else "") or "(none)"
         hint = ""
         if UPSTREAM_FILENAME in files:
-            hint = (f" A lone {UPSTREAM_FILENAME} needs its operator: rename it to "
-                    "<operator>.py or put it in a folder named after the operator.")
+            hint = (
+                f" A lone {UPSTREAM_FILENAME} needs its operator: rename it to "
+                "<operator>.py or put it in a folder named after the operator."
+            )
         raise _error(
             "no-operators",
             f"No kernel file named after a known operator was found. Files found: {listed}. "
             f"Known operators: {', '.join(sorted(known))}.{hint}",
         )
 
+    problems: dict[str, dict[str, str]] = {}
     for slug, name in sorted(operators.items()):
-        tree = _parse(name, by_name[name].read())
-        if not _defines_model(tree):
-            raise _error(
-                "missing-model",
-                f"{name} (operator {slug}) has no top-level 'class Model'. Define "
-                "class Model(nn.Module) with the reference's __init__ and forward.",
-            )
+        try:
+            _check_operator_file(slug, name, by_name[name].read())
+        except BundleError as exc:
+            if strict or exc.code == "bundle:too-large":
+                raise
+            problems[slug] = exc.to_dict()
 
     metadata: dict[str, Any] = {}
     if METADATA_FILENAME in by_name:
         metadata = _read_metadata(by_name[METADATA_FILENAME].read(), warnings)
-    return BundleManifest(operators=dict(sorted(operators.items())), files=files,
-                          metadata=metadata, warnings=warnings, kind=kind, root=root)
+    return BundleManifest(
+        operators=dict(sorted(operators.items())),
+        files=files,
+        metadata=metadata,
+        warnings=warnings,
+        kind=kind,
+        root=root,
+        problems=problems,
+    )
 
 
 # --------------------------------------------------------------------------- public API
@@ -426,21 +456,26 @@ def inspect_bundle(
     max_entries: int = DEFAULT_MAX_ENTRIES,
     max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
     operator_hint: str | None = None,
+    strict: bool = True,
 ) -> BundleManifest:
     """Validate a bundle (path, directory or bytes) without executing it.
 
     The type is detected from the content. ``filename`` names a single-file upload
     (``rms_norm.py``); it defaults to the path's name. Raises BundleError with a
     ``bundle:*`` code (empty, not-an-archive, no-operators, syntax-error,
-    missing-model, unknown-operator, unsafe-entry, too-large).
+    missing-model, unknown-operator, unsafe-entry, too-large). With ``strict=False``
+    a syntax error or a missing ``class Model`` in one operator's file does not reject
+    the bundle: it is recorded in ``manifest.problems`` (the worker then reports that
+    operator as ``compile_error`` and evaluates the others).
     """
     known = frozenset(known_operators)
     loaded, default_name = _load(source, max_bytes)
     limits = {"max_entries": max_entries, "max_total_bytes": max_total_bytes}
     if isinstance(loaded, Path):
         entries = _directory_entries(loaded, **limits)
-        return _check_entries(entries, kind="directory", known=known,
-                              operator_hint=operator_hint)
+        return _check_entries(
+            entries, kind="directory", known=known, operator_hint=operator_hint, strict=strict
+        )
     if not loaded:
         raise _error("empty", "The upload is empty (0 bytes). Upload a .zip, .tar.gz or .py.")
     kind = detect_kind(loaded)
@@ -450,7 +485,9 @@ def inspect_bundle(
         entries = _tar_entries(loaded, **limits)
     else:
         entries = [_single_file_entry(loaded, filename or default_name)]
-    return _check_entries(entries, kind=kind, known=known, operator_hint=operator_hint)
+    return _check_entries(
+        entries, kind=kind, known=known, operator_hint=operator_hint, strict=strict
+    )
 
 
 def _single_file_entry(data: bytes, filename: str) -> _Entry:
@@ -475,8 +512,10 @@ class _Budget:
             while chunk := reader.read(_CHUNK):
                 self.left -= len(chunk)
                 if self.left < 0:
-                    raise _error("too-large", "The bundle unpacks to more than "
-                                 f"{self.max_total_bytes // MiB} MiB.")
+                    raise _error(
+                        "too-large",
+                        f"The bundle unpacks to more than {self.max_total_bytes // MiB} MiB.",
+                    )
                 out.write(chunk)
 
 
@@ -503,6 +542,7 @@ def extract_bundle(
     max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
     max_entries: int = DEFAULT_MAX_ENTRIES,
     operator_hint: str | None = None,
+    strict: bool = True,
 ) -> BundleManifest:
     """Validate then unpack a bundle into ``dest_dir`` (streamed, every entry re-checked).
 
@@ -510,16 +550,24 @@ def extract_bundle(
     at ``dest_dir/<operator>.py``. Returns the manifest of the unpacked tree.
     """
     known = frozenset(known_operators)
-    manifest = inspect_bundle(source, filename=filename, known_operators=known,
-                              max_bytes=max_bytes, max_entries=max_entries,
-                              max_total_bytes=max_total_bytes, operator_hint=operator_hint)
+    manifest = inspect_bundle(
+        source,
+        filename=filename,
+        known_operators=known,
+        max_bytes=max_bytes,
+        max_entries=max_entries,
+        max_total_bytes=max_total_bytes,
+        operator_hint=operator_hint,
+        strict=strict,
+    )
     dest = Path(dest_dir)
     dest.mkdir(parents=True, exist_ok=True)
     budget = _Budget(max_total_bytes)
     loaded, _ = _load(source, max_bytes)
     if isinstance(loaded, Path):
-        for entry in _directory_entries(loaded, max_entries=max_entries,
-                                        max_total_bytes=max_total_bytes):
+        for entry in _directory_entries(
+            loaded, max_entries=max_entries, max_total_bytes=max_total_bytes
+        ):
             target = _target(dest, entry.name, manifest.root)
             if target is not None:
                 with open(loaded / entry.name, "rb") as reader:
@@ -546,6 +594,12 @@ def extract_bundle(
     else:
         (name,) = manifest.files
         budget.copy(io.BytesIO(loaded), dest / name)
-    return inspect_bundle(dest, known_operators=known, max_bytes=max_bytes,
-                          max_entries=max_entries, max_total_bytes=max_total_bytes,
-                          operator_hint=operator_hint)
+    return inspect_bundle(
+        dest,
+        known_operators=known,
+        max_bytes=max_bytes,
+        max_entries=max_entries,
+        max_total_bytes=max_total_bytes,
+        operator_hint=operator_hint,
+        strict=strict,
+    )

@@ -102,8 +102,9 @@ def _message_of(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- one shape
 
 
-def evaluate_shape(*, job: Mapping[str, Any], shape: Mapping[str, Any], model_class: Any
-                   ) -> dict[str, Any]:
+def evaluate_shape(
+    *, job: Mapping[str, Any], shape: Mapping[str, Any], model_class: Any
+) -> dict[str, Any]:
     """Correctness, fallback attribution and timing of one shape; a JSON-ready record.
 
     Status is ``pass``, ``incorrect`` or ``runtime_error`` here; the runner turns a pass
@@ -112,11 +113,16 @@ def evaluate_shape(*, job: Mapping[str, Any], shape: Mapping[str, Any], model_cl
     import torch  # heavy imports stay out of the runner process, which imports this module
 
     from evaluator.correctness import CandidateError, check_shape
+    from evaluator.fallback import monitor_for, report_for
     from evaluator.operators import get_operator
 
     shape_id = str(shape["shape_id"])
-    record: dict[str, Any] = {"shape_id": shape_id, "status": "runtime_error", "error": None,
-                              "warnings": []}
+    record: dict[str, Any] = {
+        "shape_id": shape_id,
+        "status": "runtime_error",
+        "error": None,
+        "warnings": [],
+    }
     device = torch.device(job["device"])
     try:
         spec = get_operator(job["operator"])
@@ -127,51 +133,87 @@ def evaluate_shape(*, job: Mapping[str, Any], shape: Mapping[str, Any], model_cl
             if isinstance(candidate, torch.nn.Module):
                 candidate = candidate.to(device)
         except Exception as exc:
-            raise CandidateError(f"shape {shape_id}: Model(**{init_kwargs!r}) failed: "
-                                 f"{_message_of(exc)}") from exc
-        correctness = check_shape(spec=spec, reference=reference, candidate=candidate,
-                                  shape_id=shape_id, input_kwargs=shape["input_kwargs"],
-                                  device=device, run_seed=job["seed"])
-        record.update(max_abs_error=correctness.max_abs_error,
-                      mismatch_share=correctness.mismatch_share, trials=correctness.trials)
+            raise CandidateError(
+                f"shape {shape_id}: Model(**{init_kwargs!r}) failed: {_message_of(exc)}"
+            ) from exc
+        # The correctness calls are also the ones watched for PyTorch fallbacks.
+        monitor = monitor_for(device)
+        correctness = check_shape(
+            spec=spec,
+            reference=reference,
+            candidate=candidate,
+            shape_id=shape_id,
+            input_kwargs=shape["input_kwargs"],
+            device=device,
+            run_seed=job["seed"],
+            call_wrapper=monitor.call if monitor else None,
+        )
+        record.update(
+            max_abs_error=correctness.max_abs_error,
+            mismatch_share=correctness.mismatch_share,
+            trials=correctness.trials,
+        )
         if not correctness.ok:
             record.update(status="incorrect", error=correctness.error)
             return record
-        record.update(_measure(job=job, shape=shape, spec=spec, reference=reference,
-                               candidate=candidate, device=device))
+        q_bytes = int(shape.get("q_read") or 0) + int(shape.get("q_write") or 0) or None
+        fallback = report_for(monitor, q_bytes=q_bytes)
+        record.update(
+            own_kernel_share=fallback.own_kernel_share,
+            share_by_time=fallback.share_by_time,
+            share_by_bytes=fallback.share_by_bytes,
+            top_ops=fallback.top_ops,
+        )
+        record["warnings"].extend(fallback.warnings)
+        timed = _time_shape(
+            job=job, shape=shape, spec=spec, reference=reference, candidate=candidate, device=device
+        )
+        record["warnings"].extend(timed.pop("warnings", []))
+        record.update(timed)
     except CandidateError as exc:
-        record.update(status="runtime_error", error=exc.message,
-                      traceback=_traceback_tail(exc.__cause__ or exc))
+        record.update(
+            status="runtime_error",
+            error=exc.message,
+            traceback=_traceback_tail(exc.__cause__ or exc),
+        )
     except BaseException as exc:  # SystemExit or worse from the candidate: this shape fails
         if isinstance(exc, KeyboardInterrupt):
             raise
-        record.update(status="runtime_error", error=f"shape {shape_id}: {_message_of(exc)}",
-                      traceback=_traceback_tail(exc))
+        record.update(
+            status="runtime_error",
+            error=f"shape {shape_id}: {_message_of(exc)}",
+            traceback=_traceback_tail(exc),
+        )
     return record
 
 
-def _measure(*, job: Mapping[str, Any], shape: Mapping[str, Any], spec: Any, reference: Any,
-             candidate: Any, device: Any) -> dict[str, Any]:
-    """Fallback share and timing of a correct shape; the timed outputs are checked too."""
+def _time_shape(
+    *,
+    job: Mapping[str, Any],
+    shape: Mapping[str, Any],
+    spec: Any,
+    reference: Any,
+    candidate: Any,
+    device: Any,
+) -> dict[str, Any]:
+    """Timing of a correct shape (candidate, then reference); timed outputs are checked."""
     import torch
 
     from evaluator.correctness import call_candidate, compare_outputs, derive_seed
-    from evaluator.fallback import measure_fallback
     from evaluator.timing import make_timer
 
     shape_id = str(shape["shape_id"])
     seed, operator = job["seed"], job["operator"]
-    q_bytes = int(shape.get("q_read") or 0) + int(shape.get("q_write") or 0) or None
     with torch.inference_mode():
-        fallback_inputs = spec.make_inputs(device=device, seed=derive_seed(
-            seed, "fallback", operator, shape_id), **shape["input_kwargs"])
-        fallback = measure_fallback(
-            lambda: call_candidate(candidate, fallback_inputs, shape_id=shape_id),
-            device=device, q_bytes=q_bytes)
-        del fallback_inputs
         # Two input sets, alternated: a kernel that serves a stale result shows up.
-        input_sets = [spec.make_inputs(device=device, seed=derive_seed(
-            seed, "timing", operator, shape_id, k), **shape["input_kwargs"]) for k in (0, 1)]
+        input_sets = [
+            spec.make_inputs(
+                device=device,
+                seed=derive_seed(seed, "timing", operator, shape_id, k),
+                **shape["input_kwargs"],
+            )
+            for k in (0, 1)
+        ]
         expected = [reference(**inputs) for inputs in input_sets]
         last_outputs: list[Any] = [None, None]
         calls = [0]
@@ -179,8 +221,7 @@ def _measure(*, job: Mapping[str, Any], shape: Mapping[str, Any], spec: Any, ref
         def run_candidate() -> None:
             index = calls[0] % 2
             calls[0] += 1
-            last_outputs[index] = call_candidate(candidate, input_sets[index],
-                                                 shape_id=shape_id)
+            last_outputs[index] = call_candidate(candidate, input_sets[index], shape_id=shape_id)
 
         def run_reference() -> None:
             reference(**input_sets[calls[0] % 2])
@@ -188,16 +229,20 @@ def _measure(*, job: Mapping[str, Any], shape: Mapping[str, Any], spec: Any, ref
 
         timer = make_timer(device)
         budget = job.get("time_budget_s")
-        timing = timer.measure(run_candidate, budget_s=budget)
+        # The correctness trials already warmed the candidate up (and compiled its kernels).
+        timing = timer.measure(run_candidate, budget_s=budget, warmup=1)
         for index in (0, 1):
             if last_outputs[index] is None:
                 continue
-            check = compare_outputs(expected[index], last_outputs[index], policy=spec.policy,
-                                    shape_id=shape_id)
+            check = compare_outputs(
+                expected[index], last_outputs[index], policy=spec.policy, shape_id=shape_id
+            )
             if not check.ok:
-                return {"status": "incorrect",
-                        "error": f"a timed call returned a wrong result ({check.error})",
-                        "max_abs_error": check.max_abs_error}
+                return {
+                    "status": "incorrect",
+                    "error": f"a timed call returned a wrong result ({check.error})",
+                    "max_abs_error": check.max_abs_error,
+                }
         reference_timing = timer.measure(run_reference, budget_s=budget)
     return {
         "status": "pass",
@@ -208,11 +253,7 @@ def _measure(*, job: Mapping[str, Any], shape: Mapping[str, Any], spec: Any, ref
         "reference_time_s": reference_timing.median_s,
         "reference_spread_s": reference_timing.std_error_s,
         "reference_reps": reference_timing.reps,
-        "own_kernel_share": fallback.own_kernel_share,
-        "share_by_time": fallback.share_by_time,
-        "share_by_bytes": fallback.share_by_bytes,
-        "top_ops": fallback.top_ops,
-        "warnings": fallback.warnings + timing.warnings,
+        "warnings": timing.warnings,
     }
 
 
@@ -234,8 +275,9 @@ def run_job(job: Mapping[str, Any], result_fd: int) -> int:
     try:
         module = import_candidate(bundle_dir / job["module_path"], job["operator"], bundle_dir)
     except BaseException as exc:  # the candidate's import failed, whatever it raised
-        send({"event": "compile_error", "error": _message_of(exc),
-              "traceback": _traceback_tail(exc)})
+        send(
+            {"event": "compile_error", "error": _message_of(exc), "traceback": _traceback_tail(exc)}
+        )
         return 0
     send({"event": "imported"})
     for shape in job["shapes"]:

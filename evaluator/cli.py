@@ -22,30 +22,54 @@ EXIT_OK, EXIT_PLATFORM, EXIT_USER = 0, 1, 2
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m evaluator``."""
-    parser = argparse.ArgumentParser(prog="python -m evaluator",
-                                     description="Atrex-Bench evaluator")
+    parser = argparse.ArgumentParser(
+        prog="python -m evaluator", description="Atrex-Bench evaluator"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="evaluate a bundle and write results.json")
     run.add_argument("bundle", help=".zip, .tar.gz/.tgz, a single .py, or a directory")
-    run.add_argument("--suite", default="atrex-bench-v0.1",
-                     help="suite name (evaluator/suites/<name>.json) or a path")
-    run.add_argument("--operators", default=None,
-                     help="comma-separated operator slugs (default: every operator)")
-    run.add_argument("--hardware", default=None,
-                     help="hardware profile (default: cpu-dev on cpu, h200-sxm on cuda)")
+    run.add_argument(
+        "--suite",
+        default="atrex-bench-v0.1",
+        help="suite name (evaluator/suites/<name>.json) or a path",
+    )
+    run.add_argument(
+        "--operators", default=None, help="comma-separated operator slugs (default: every operator)"
+    )
+    run.add_argument(
+        "--hardware",
+        default=None,
+        help="hardware profile (default: cpu-dev on cpu, h200-sxm on cuda)",
+    )
     run.add_argument("--device", default="cuda", choices=("cpu", "cuda"))
-    run.add_argument("--shapes", default=None, choices=("smoke", "full"),
-                     help="shape set (default: smoke on cpu, full on cuda)")
-    run.add_argument("--seed", type=int, default=None,
-                     help="secret per-run seed (default: random; never written out)")
+    run.add_argument(
+        "--shapes",
+        default=None,
+        choices=("smoke", "full"),
+        help="shape set (default: smoke on cpu, full on cuda)",
+    )
+    run.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="secret per-run seed (default: random; never written out)",
+    )
     run.add_argument("--out", default="results.json", help="where to write results.json")
     run.add_argument("--progress", default=None, help="progress file (JSON lines, appended)")
-    run.add_argument("--time-budget-s", type=float, default=None,
-                     help="per-shape timing budget in seconds (default: 2 on cpu, 1 on cuda)")
-    run.add_argument("--log-dir", default=None,
-                     help="where the per-operator child logs go (default: <out>.logs/)")
-    run.add_argument("--operator-hint", default=None,
-                     help="the operator a lone generated_kernel.py implements")
+    run.add_argument(
+        "--time-budget-s",
+        type=float,
+        default=None,
+        help="per-shape timing budget in seconds (default: 2 on cpu, 1 on cuda)",
+    )
+    run.add_argument(
+        "--log-dir",
+        default=None,
+        help="where the per-operator child logs go (default: <out>.logs/)",
+    )
+    run.add_argument(
+        "--operator-hint", default=None, help="the operator a lone generated_kernel.py implements"
+    )
     return parser
 
 
@@ -57,18 +81,33 @@ def _error_document(args: argparse.Namespace, error: dict[str, str]) -> dict[str
     now = _now()
     return results_document(
         suite={"name": args.suite, "version": None, "hash": None, "shape_set": args.shapes},
-        hardware={"slug": args.hardware}, environment=collect_environment(args.device),
-        seed_digest=("sha256:" + hashlib.sha256(str(args.seed).encode()).hexdigest()
-                     if args.seed is not None else None),
-        started_at=now, finished_at=now, wall_s=0.0, error=error, bundle=None, operators=[],
+        hardware={"slug": args.hardware},
+        environment=collect_environment(args.device),
+        seed_digest=(
+            "sha256:" + hashlib.sha256(str(args.seed).encode()).hexdigest()
+            if args.seed is not None
+            else None
+        ),
+        started_at=now,
+        finished_at=now,
+        wall_s=0.0,
+        error=error,
+        bundle=None,
+        operators=[],
         scores=None,
     )
 
 
 def _print_table(results: dict[str, Any]) -> None:
-    rows = [(entry["operator"], entry["status"], f"{entry['score']:.4f}",
-             " ".join(f"{s['shape_id']}:{s['status']}" for s in entry["shapes"]))
-            for entry in results.get("operators") or []]
+    rows = [
+        (
+            entry["operator"],
+            entry["status"],
+            f"{entry['score']:.4f}",
+            " ".join(f"{s['shape_id']}:{s['status']}" for s in entry["shapes"]),
+        )
+        for entry in results.get("operators") or []
+    ]
     if rows:
         width = max(len(row[0]) for row in rows)
         print(f"{'operator':<{width}}  {'status':<13}  {'score':>7}  shapes", file=sys.stderr)
@@ -76,25 +115,36 @@ def _print_table(results: dict[str, Any]) -> None:
             print(f"{operator:<{width}}  {status:<13}  {score:>7}  {shapes}", file=sys.stderr)
     scores = results.get("scores")
     if scores:
-        print(f"aggregate {scores['aggregate']:.4f}  real pass rate "
-              f"{scores['real_pass_rate']:.0%}  fallback rate {scores['fallback_rate']:.0%}",
-              file=sys.stderr)
+        print(
+            f"aggregate {scores['aggregate']:.4f}  real pass rate "
+            f"{scores['real_pass_rate']:.0%}  fallback rate {scores['fallback_rate']:.0%}",
+            file=sys.stderr,
+        )
 
 
 def command_run(args: argparse.Namespace) -> int:
     """Evaluate a bundle, write results.json, print a short table; return the exit code."""
     from evaluator.runner import run_bundle
 
-    operators = [s.strip() for s in args.operators.split(",") if s.strip()] \
-        if args.operators else None
+    operators = (
+        [s.strip() for s in args.operators.split(",") if s.strip()] if args.operators else None
+    )
     out = Path(args.out)
     log_dir = Path(args.log_dir) if args.log_dir else out.with_name(out.name + ".logs")
     try:
-        results = run_bundle(bundle_path=args.bundle, suite=args.suite, hardware=args.hardware,
-                             device=args.device, operators=operators, shape_set=args.shapes,
-                             seed=args.seed, progress_path=args.progress,
-                             time_budget_s=args.time_budget_s, log_dir=log_dir,
-                             operator_hint=args.operator_hint)
+        results = run_bundle(
+            bundle_path=args.bundle,
+            suite=args.suite,
+            hardware=args.hardware,
+            device=args.device,
+            operators=operators,
+            shape_set=args.shapes,
+            seed=args.seed,
+            progress_path=args.progress,
+            time_budget_s=args.time_budget_s,
+            log_dir=log_dir,
+            operator_hint=args.operator_hint,
+        )
     except AtrexError as exc:
         write_results(out, _error_document(args, exc.to_dict()))
         print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)

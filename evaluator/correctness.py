@@ -9,6 +9,7 @@ the inputs, and it must leave its inputs unchanged.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -70,8 +71,11 @@ def poison_allocator(device: torch.device, nbytes: int) -> None:
 
 def output_nbytes(output: Any) -> int:
     """Total bytes of the tensors of an output structure."""
-    return sum(t.numel() * t.element_size() for _, t in _leaves(output, "out")
-               if isinstance(t, torch.Tensor))
+    return sum(
+        t.numel() * t.element_size()
+        for _, t in _leaves(output, "out")
+        if isinstance(t, torch.Tensor)
+    )
 
 
 def _leaves(output: Any, prefix: str) -> list[tuple[str, Any]]:
@@ -98,15 +102,20 @@ def _structure_error(reference: Any, candidate: Any) -> str | None:
     return None
 
 
-def compare_tensors(reference: torch.Tensor, candidate: Any, *, policy: CorrectnessPolicy,
-                    where: str) -> Comparison:
+def compare_tensors(
+    reference: torch.Tensor, candidate: Any, *, policy: CorrectnessPolicy, where: str
+) -> Comparison:
     """Compare one output leaf; ``where`` ('shape 3, output out') prefixes every message."""
     if type(candidate) is not torch.Tensor:
-        return Comparison(False, f"{where}: expected a plain torch.Tensor, got "
-                                 f"{type(candidate).__module__}.{type(candidate).__qualname__}")
+        return Comparison(
+            False,
+            f"{where}: expected a plain torch.Tensor, got "
+            f"{type(candidate).__module__}.{type(candidate).__qualname__}",
+        )
     if candidate.shape != reference.shape:
-        return Comparison(False, f"{where}: shape {tuple(candidate.shape)}, expected "
-                                 f"{tuple(reference.shape)}")
+        return Comparison(
+            False, f"{where}: shape {tuple(candidate.shape)}, expected {tuple(reference.shape)}"
+        )
     if policy.check_dtype and candidate.dtype != reference.dtype:
         return Comparison(False, f"{where}: dtype {candidate.dtype}, expected {reference.dtype}")
     if candidate.device != reference.device:
@@ -114,14 +123,21 @@ def compare_tensors(reference: torch.Tensor, candidate: Any, *, policy: Correctn
     if not (reference.is_floating_point() or candidate.is_floating_point()):
         equal = torch.equal(reference, candidate)
         mismatched = 0.0 if equal else float((reference != candidate).double().mean())
-        error = None if equal else (f"{where}: integer output differs in {mismatched:.2%} of "
-                                    "elements (integers must match exactly)")
+        error = (
+            None
+            if equal
+            else (
+                f"{where}: integer output differs in {mismatched:.2%} of "
+                "elements (integers must match exactly)"
+            )
+        )
         return Comparison(equal, error, 0.0 if equal else float("inf"), mismatched)
     return _compare_floating(reference, candidate, policy=policy, where=where)
 
 
-def _compare_floating(reference: torch.Tensor, candidate: torch.Tensor, *,
-                      policy: CorrectnessPolicy, where: str) -> Comparison:
+def _compare_floating(
+    reference: torch.Tensor, candidate: torch.Tensor, *, policy: CorrectnessPolicy, where: str
+) -> Comparison:
     ref = reference.detach().to(torch.float64)
     cand = candidate.detach().to(torch.float64)
     if ref.numel() == 0:
@@ -144,17 +160,20 @@ def _compare_floating(reference: torch.Tensor, candidate: torch.Tensor, *,
         return Comparison(True, None, max_abs_error, share)
     worst = int(torch.where(bad, abs_error.nan_to_num(posinf=1e308) + 1, 0).argmax())
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), ref.shape))
-    detail = (f"max abs error {max_abs_error:.4g}; {bad_count} of {ref.numel()} elements "
-              f"({share:.2%}) outside |cand - ref| <= {atol:.3g} + {policy.rtol:.3g}*|ref|; "
-              f"worst at {index}: reference {float(ref.flatten()[worst]):.6g}, "
-              f"candidate {float(cand.flatten()[worst]):.6g}")
+    detail = (
+        f"max abs error {max_abs_error:.4g}; {bad_count} of {ref.numel()} elements "
+        f"({share:.2%}) outside |cand - ref| <= {atol:.3g} + {policy.rtol:.3g}*|ref|; "
+        f"worst at {index}: reference {float(ref.flatten()[worst]):.6g}, "
+        f"candidate {float(cand.flatten()[worst]):.6g}"
+    )
     if bool(bad_nonfinite.any()):
         detail = f"NaN/Inf where the reference is finite; {detail}"
     return Comparison(False, f"{where}: {detail}", max_abs_error, share)
 
 
-def compare_outputs(reference: Any, candidate: Any, *, policy: CorrectnessPolicy,
-                    shape_id: str) -> Comparison:
+def compare_outputs(
+    reference: Any, candidate: Any, *, policy: CorrectnessPolicy, shape_id: str
+) -> Comparison:
     """Compare a whole output structure (tensor, dict or tuple) with the reference's."""
     problem = _structure_error(reference, candidate)
     if problem:
@@ -184,24 +203,36 @@ def _storage_span(tensor: torch.Tensor) -> tuple[int, int]:
     return start, start + storage.nbytes()
 
 
-def hygiene_error(candidate_output: Any, inputs: Mapping[str, Any],
-                  saved_inputs: Mapping[str, Any], *, shape_id: str) -> str | None:
+def hygiene_error(
+    candidate_output: Any,
+    inputs: Mapping[str, Any],
+    saved_inputs: Mapping[str, Any],
+    *,
+    shape_id: str,
+) -> str | None:
     """Why the call broke the rules (output aliases an input, input modified), or None."""
-    input_spans = {name: _storage_span(value) for name, value in inputs.items()
-                   if isinstance(value, torch.Tensor) and value.untyped_storage().nbytes()}
+    input_spans = {
+        name: _storage_span(value)
+        for name, value in inputs.items()
+        if isinstance(value, torch.Tensor) and value.untyped_storage().nbytes()
+    }
     for out_name, leaf in _leaves(candidate_output, "out"):
         if not isinstance(leaf, torch.Tensor) or not leaf.untyped_storage().nbytes():
             continue
         out_start, out_end = _storage_span(leaf)
         for in_name, (in_start, in_end) in input_spans.items():
             if out_start < in_end and in_start < out_end:
-                return (f"shape {shape_id}, output {out_name!r} shares memory with input "
-                        f"{in_name!r}; return newly allocated tensors")
+                return (
+                    f"shape {shape_id}, output {out_name!r} shares memory with input "
+                    f"{in_name!r}; return newly allocated tensors"
+                )
     for name, saved in saved_inputs.items():
         current = inputs[name]
         if isinstance(saved, torch.Tensor) and not torch.equal(saved, current):
-            return (f"shape {shape_id}: the candidate modified its input {name!r}; inputs must "
-                    "be left unchanged")
+            return (
+                f"shape {shape_id}: the candidate modified its input {name!r}; inputs must "
+                "be left unchanged"
+            )
     return None
 
 
@@ -221,8 +252,7 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def call_candidate(model: Callable[..., Any], inputs: Mapping[str, Any], *, shape_id: str
-                   ) -> Any:
+def call_candidate(model: Callable[..., Any], inputs: Mapping[str, Any], *, shape_id: str) -> Any:
     """Call the candidate; any exception becomes a CandidateError naming the shape."""
     try:
         return model(**inputs)
@@ -230,14 +260,26 @@ def call_candidate(model: Callable[..., Any], inputs: Mapping[str, Any], *, shap
         raise CandidateError(f"shape {shape_id}: {type(exc).__name__}: {exc}") from exc
 
 
-def check_shape(*, spec: OperatorSpec, reference: Callable[..., Any],
-                candidate: Callable[..., Any], shape_id: str, input_kwargs: Mapping[str, Any],
-                device: torch.device, run_seed: int, trials: int | None = None,
-                policy: CorrectnessPolicy | None = None) -> ShapeCorrectness:
+def check_shape(
+    *,
+    spec: OperatorSpec,
+    reference: Callable[..., Any],
+    candidate: Callable[..., Any],
+    shape_id: str,
+    input_kwargs: Mapping[str, Any],
+    device: torch.device,
+    run_seed: int,
+    trials: int | None = None,
+    policy: CorrectnessPolicy | None = None,
+    call_wrapper: Callable[[Callable[[], Any]], Any] | None = None,
+) -> ShapeCorrectness:
     """Run ``trials`` correctness trials of one shape (fresh inputs each); stop at a failure.
 
-    Raises CandidateError when the candidate raises.
+    ``call_wrapper(fn)`` runs each candidate call (the fallback monitor uses it to watch
+    the very calls whose outputs are checked). Raises CandidateError when the candidate
+    raises.
     """
+    wrap = call_wrapper or (lambda fn: fn())
     policy = policy or spec.policy
     count = trials if trials is not None else policy.trials
     total = Comparison(True)
@@ -248,19 +290,25 @@ def check_shape(*, spec: OperatorSpec, reference: Callable[..., Any],
             reference_output = reference(**clone_inputs(inputs))
             candidate_inputs = clone_inputs(inputs)
             poison_allocator(device, output_nbytes(reference_output))
-            candidate_output = call_candidate(candidate, candidate_inputs, shape_id=shape_id)
+            candidate_output = wrap(
+                functools.partial(call_candidate, candidate, candidate_inputs, shape_id=shape_id)
+            )
             _synchronize(device)
-            total = total.merge(compare_outputs(reference_output, candidate_output,
-                                                policy=policy, shape_id=shape_id))
+            total = total.merge(
+                compare_outputs(
+                    reference_output, candidate_output, policy=policy, shape_id=shape_id
+                )
+            )
             if total.ok:
-                problem = hygiene_error(candidate_output, candidate_inputs, inputs,
-                                        shape_id=shape_id)
+                problem = hygiene_error(
+                    candidate_output, candidate_inputs, inputs, shape_id=shape_id
+                )
                 if problem:
-                    total = Comparison(False, problem, total.max_abs_error,
-                                       total.mismatch_share)
+                    total = Comparison(False, problem, total.max_abs_error, total.mismatch_share)
         if not total.ok:
-            return ShapeCorrectness(False, total.error, total.max_abs_error,
-                                    total.mismatch_share, trial + 1)
+            return ShapeCorrectness(
+                False, total.error, total.max_abs_error, total.mismatch_share, trial + 1
+            )
     return ShapeCorrectness(True, None, total.max_abs_error, total.mismatch_share, count)
 
 

@@ -33,12 +33,18 @@ def _nvidia_smi(fields: str) -> list[list[str]] | None:
     try:
         completed = subprocess.run(
             [binary, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=_SMI_TIMEOUT_S, check=True,
+            capture_output=True,
+            text=True,
+            timeout=_SMI_TIMEOUT_S,
+            check=True,
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return [[cell.strip() for cell in line.split(",")]
-            for line in completed.stdout.splitlines() if line.strip()]
+    return [
+        [cell.strip() for cell in line.split(",")]
+        for line in completed.stdout.splitlines()
+        if line.strip()
+    ]
 
 
 def gpu_clocks(index: int = 0) -> dict[str, Any] | None:

@@ -37,20 +37,67 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 CUDA_WARNING = "fallback attribution on CUDA lands with the profiler pass"
 
-ALLOCATION_OPS = frozenset({
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-    # Memsets: trivial fills, no arithmetic on the operator's data.
-    "zeros", "zeros_like", "zero_", "fill_", "full", "full_like", "ones", "ones_like",
-    "new_zeros", "new_ones", "new_full", "scalar_tensor", "lift_fresh", "lift_fresh_copy",
-    "resize_",
-})
-VIEW_OPS = frozenset({
-    "view", "_unsafe_view", "_reshape_alias", "as_strided", "t", "transpose", "permute",
-    "expand", "detach", "alias", "slice", "select", "split", "split_with_sizes", "unsqueeze",
-    "squeeze", "unbind", "narrow", "view_as_real", "view_as_complex", "unfold", "diagonal",
-    "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset",
-    "is_contiguous", "is_same_size", "_has_compatible_shallow_copy_type", "set_", "prim",
-})
+ALLOCATION_OPS = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        # Memsets: trivial fills, no arithmetic on the operator's data.
+        "zeros",
+        "zeros_like",
+        "zero_",
+        "fill_",
+        "full",
+        "full_like",
+        "ones",
+        "ones_like",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "scalar_tensor",
+        "lift_fresh",
+        "lift_fresh_copy",
+        "resize_",
+    }
+)
+VIEW_OPS = frozenset(
+    {
+        "view",
+        "_unsafe_view",
+        "_reshape_alias",
+        "as_strided",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "detach",
+        "alias",
+        "slice",
+        "select",
+        "split",
+        "split_with_sizes",
+        "unsqueeze",
+        "squeeze",
+        "unbind",
+        "narrow",
+        "view_as_real",
+        "view_as_complex",
+        "unfold",
+        "diagonal",
+        "_local_scalar_dense",
+        "sym_size",
+        "sym_stride",
+        "sym_numel",
+        "sym_storage_offset",
+        "is_contiguous",
+        "is_same_size",
+        "_has_compatible_shallow_copy_type",
+        "set_",
+        "prim",
+    }
+)
 ALLOWED_OPS = ALLOCATION_OPS | VIEW_OPS
 
 
@@ -144,6 +191,12 @@ class _ComputeDispatchMode(TorchDispatchMode):
         self.torch_dir = torch_dir
         self._code_verdicts: dict[CodeType, bool | None] = {}
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Torch wraps a mode's __torch_dispatch__ in a dynamo-disable shim whose first call
+        # imports torch._dynamo (about 2 s per child process). This mode never compiles.
+        return False
+
     def _issued_by_ignored_package(self) -> bool:
         """Whether the nearest frame outside torch and this module is in an ignored package."""
         frame: FrameType | None = sys._getframe(2)
@@ -161,8 +214,9 @@ class _ComputeDispatchMode(TorchDispatchMode):
             frame = frame.f_back
         return False
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
-                           kwargs: dict | None = None) -> Any:
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         if is_allowed_op(func) or self._issued_by_ignored_package():
             return func(*args, **kwargs)
@@ -195,8 +249,9 @@ class _CallTimingMode(TorchFunctionMode):
         super().__init__()
         self.ledger = ledger
 
-    def __torch_function__(self, func: Any, types: Any, args: tuple = (),
-                           kwargs: dict | None = None) -> Any:
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         if self.ledger.in_function:
             return func(*args, **kwargs)
@@ -246,20 +301,39 @@ class FallbackMonitor:
             by_bytes = min(1.0, max(0.0, 1.0 - ledger.compute_bytes / (calls * q_bytes)))
         share = by_time if by_bytes is None else min(by_time, by_bytes)
         ranked = sorted(ledger.ops.items(), key=lambda item: item[1].time_s, reverse=True)
-        top_ops = [{"op": name, "calls": stats.calls, "time_ms": stats.time_s * 1e3,
-                    "bytes": stats.nbytes} for name, stats in ranked[:top]]
-        return FallbackReport(own_kernel_share=share, share_by_time=by_time,
-                              share_by_bytes=by_bytes, total_s=self.total_s,
-                              compute_s=ledger.compute_s, compute_bytes=ledger.compute_bytes,
-                              top_ops=top_ops)
+        top_ops = [
+            {"op": name, "calls": stats.calls, "time_ms": stats.time_s * 1e3, "bytes": stats.nbytes}
+            for name, stats in ranked[:top]
+        ]
+        return FallbackReport(
+            own_kernel_share=share,
+            share_by_time=by_time,
+            share_by_bytes=by_bytes,
+            total_s=self.total_s,
+            compute_s=ledger.compute_s,
+            compute_bytes=ledger.compute_bytes,
+            top_ops=top_ops,
+        )
 
 
-def measure_fallback(fn: Callable[[], Any], *, device: torch.device, q_bytes: int | None,
-                     calls: int = 3) -> FallbackReport:
-    """Own-kernel share of ``fn`` (one candidate call) over ``calls`` monitored calls."""
-    if device.type == "cuda":
+def monitor_for(device: torch.device) -> FallbackMonitor | None:
+    """A monitor for candidate calls on ``device``, or None where none exists yet (CUDA)."""
+    return None if device.type == "cuda" else FallbackMonitor()
+
+
+def report_for(monitor: FallbackMonitor | None, *, q_bytes: int | None) -> FallbackReport:
+    """The monitor's report, or the CUDA placeholder (share None and a warning)."""
+    if monitor is None:
         return FallbackReport(own_kernel_share=None, warnings=[CUDA_WARNING])
-    monitor = FallbackMonitor()
-    for _ in range(calls):
-        monitor.call(fn)
     return monitor.report(q_bytes=q_bytes)
+
+
+def measure_fallback(
+    fn: Callable[[], Any], *, device: torch.device, q_bytes: int | None, calls: int = 3
+) -> FallbackReport:
+    """Own-kernel share of ``fn`` (one candidate call) over ``calls`` monitored calls."""
+    monitor = monitor_for(device)
+    if monitor is not None:
+        for _ in range(calls):
+            monitor.call(fn)
+    return report_for(monitor, q_bytes=q_bytes)

@@ -22,9 +22,22 @@ from evaluator.suite import ShapeSpec
 
 SCHEMA = "atrex-results/1"
 SHAPE_FIELDS = (
-    "shape_id", "weight", "status", "time_ms", "time_spread_ms", "reps", "reference_time_ms",
-    "t_sol_ms", "roofline_fraction", "speedup", "own_kernel_share", "max_abs_error", "error",
-    "w_flops", "q_read_bytes", "q_write_bytes",
+    "shape_id",
+    "weight",
+    "status",
+    "time_ms",
+    "time_spread_ms",
+    "reps",
+    "reference_time_ms",
+    "t_sol_ms",
+    "roofline_fraction",
+    "speedup",
+    "own_kernel_share",
+    "max_abs_error",
+    "error",
+    "w_flops",
+    "q_read_bytes",
+    "q_write_bytes",
 )
 
 
@@ -45,13 +58,24 @@ def _ms(seconds: Any) -> float | None:
 
 
 def _describe_ops(top_ops: list[Mapping[str, Any]]) -> str:
-    return ", ".join(f"{op.get('op')} ({op.get('calls')} calls, {op.get('time_ms', 0):.3g} ms)"
-                     for op in top_ops[:5]) or "none recorded"
+    return (
+        ", ".join(
+            f"{op.get('op')} ({op.get('calls')} calls, {op.get('time_ms', 0):.3g} ms)"
+            for op in top_ops[:5]
+        )
+        or "none recorded"
+    )
 
 
-def shape_entry(shape: ShapeSpec, *, status: str, error: str | None = None,
-                measurement: Mapping[str, Any] | None = None,
-                hardware: HardwareProfile, threshold_own_share: float) -> dict[str, Any]:
+def shape_entry(
+    shape: ShapeSpec,
+    *,
+    status: str,
+    error: str | None = None,
+    measurement: Mapping[str, Any] | None = None,
+    hardware: HardwareProfile,
+    threshold_own_share: float,
+) -> dict[str, Any]:
     """One entry of an operator's "shapes" list.
 
     ``measurement`` is the child's record (times in seconds, own-kernel share, top ops,
@@ -59,16 +83,19 @@ def shape_entry(shape: ShapeSpec, *, status: str, error: str | None = None,
     becomes ``fallback``, and its error names the PyTorch ops that did the work.
     """
     measured = dict(measurement or {})
-    t_sol_s = t_sol_seconds(w_flops=shape.w_flops, q_read=shape.q_read, q_write=shape.q_write,
-                            hardware=hardware)
+    t_sol_s = t_sol_seconds(
+        w_flops=shape.w_flops, q_read=shape.q_read, q_write=shape.q_write, hardware=hardware
+    )
     time_s = finite_or_none(measured.get("time_s"))
     reference_s = finite_or_none(measured.get("reference_time_s"))
     own_share = finite_or_none(measured.get("own_kernel_share"))
     if status == "pass" and own_share is not None and own_share < threshold_own_share:
         status = "fallback"
-        error = (f"shape {shape.shape_id}: only {own_share:.0%} of the call is the submission's "
-                 f"own kernels (threshold {threshold_own_share:.0%}); PyTorch compute: "
-                 f"{_describe_ops(measured.get('top_ops') or [])}")
+        error = (
+            f"shape {shape.shape_id}: only {own_share:.0%} of the call is the submission's "
+            f"own kernels (threshold {threshold_own_share:.0%}); PyTorch compute: "
+            f"{_describe_ops(measured.get('top_ops') or [])}"
+        )
     fraction = speedup = None
     if time_s and time_s > 0:
         fraction = roofline_fraction(t_sol_s=t_sol_s, t_measured_s=time_s)
@@ -93,19 +120,42 @@ def shape_entry(shape: ShapeSpec, *, status: str, error: str | None = None,
     }
 
 
-def operator_entry(*, operator: str, importance: float, status: str, error: str | None,
-                   score: float, warnings: list[str], shapes: list[dict[str, Any]]
-                   ) -> dict[str, Any]:
+def operator_entry(
+    *,
+    operator: str,
+    importance: float,
+    status: str,
+    error: str | None,
+    score: float,
+    warnings: list[str],
+    shapes: list[dict[str, Any]],
+) -> dict[str, Any]:
     """One entry of the "operators" list."""
-    return {"operator": operator, "importance": importance, "status": status, "error": error,
-            "score": score, "warnings": list(warnings), "shapes": shapes}
+    return {
+        "operator": operator,
+        "importance": importance,
+        "status": status,
+        "error": error,
+        "score": score,
+        "warnings": list(warnings),
+        "shapes": shapes,
+    }
 
 
-def results_document(*, suite: Mapping[str, Any], hardware: Mapping[str, Any],
-                     environment: Mapping[str, Any], seed_digest: str, started_at: str,
-                     finished_at: str, wall_s: float, error: Mapping[str, str] | None,
-                     bundle: Mapping[str, Any] | None, operators: list[dict[str, Any]],
-                     scores: Mapping[str, Any] | None) -> dict[str, Any]:
+def results_document(
+    *,
+    suite: Mapping[str, Any],
+    hardware: Mapping[str, Any],
+    environment: Mapping[str, Any],
+    seed_digest: str,
+    started_at: str,
+    finished_at: str,
+    wall_s: float,
+    error: Mapping[str, str] | None,
+    bundle: Mapping[str, Any] | None,
+    operators: list[dict[str, Any]],
+    scores: Mapping[str, Any] | None,
+) -> dict[str, Any]:
     """The whole results.json document, fields in the documented order."""
     return {
         "schema": SCHEMA,

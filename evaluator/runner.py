@@ -121,20 +121,39 @@ def _exit_description(returncode: int | None) -> str:
     return f"exited with code {returncode}"
 
 
-def run_operator_child(*, job: dict[str, Any], log_path: Path, workdir: Path, device: str,
-                       shape_timeout_s: float,
-                       on_record: Callable[[dict[str, Any]], None]) -> ChildOutcome:
+def run_operator_child(
+    *,
+    job: dict[str, Any],
+    log_path: Path,
+    workdir: Path,
+    device: str,
+    shape_timeout_s: float,
+    on_record: Callable[[dict[str, Any]], None],
+) -> ChildOutcome:
     """Run one operator's child process to completion (or its time limit)."""
     outcome = ChildOutcome()
     job_read, job_write = os.pipe()
     result_read, result_write = os.pipe()
-    command = [sys.executable, "-P", "-m", "evaluator.child", "--job-fd", str(job_read),
-               "--result-fd", str(result_write)]
+    command = [
+        sys.executable,
+        "-P",
+        "-m",
+        "evaluator.child",
+        "--job-fd",
+        str(job_read),
+        "--result-fd",
+        str(result_write),
+    ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            command, pass_fds=(job_read, result_write), stdin=subprocess.DEVNULL, stdout=log,
-            stderr=subprocess.STDOUT, env=child_environment(device), cwd=workdir,
+            command,
+            pass_fds=(job_read, result_write),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=child_environment(device),
+            cwd=workdir,
             start_new_session=True,
         )
     os.close(job_read)
@@ -154,8 +173,13 @@ def run_operator_child(*, job: dict[str, Any], log_path: Path, workdir: Path, de
     return outcome
 
 
-def _follow(process: subprocess.Popen[bytes], fd: int, outcome: ChildOutcome,
-            shape_timeout_s: float, on_record: Callable[[dict[str, Any]], None]) -> None:
+def _follow(
+    process: subprocess.Popen[bytes],
+    fd: int,
+    outcome: ChildOutcome,
+    shape_timeout_s: float,
+    on_record: Callable[[dict[str, Any]], None],
+) -> None:
     reader = FrameReader()
     deadline = time.monotonic() + shape_timeout_s
     current: str | None = None
@@ -166,8 +190,10 @@ def _follow(process: subprocess.Popen[bytes], fd: int, outcome: ChildOutcome,
             _kill(process)
             where = f"shape {current}" if current else "importing the candidate"
             outcome.status = "timeout"
-            outcome.error = (f"no progress for {shape_timeout_s:.0f} s while {where}; "
-                             "the evaluation process was stopped")
+            outcome.error = (
+                f"no progress for {shape_timeout_s:.0f} s while {where}; "
+                "the evaluation process was stopped"
+            )
             outcome.unfinished_status, outcome.unfinished_error = "timeout", outcome.error
             return
         ready, _, _ = select.select([fd], [], [], min(left, 1.0))
@@ -211,14 +237,23 @@ def _follow(process: subprocess.Popen[bytes], fd: int, outcome: ChildOutcome,
     if not finished:
         where = f" during shape {current}" if current else ""
         outcome.status = "runtime_error"
-        outcome.error = (f"the evaluation process {_exit_description(process.returncode)}"
-                         f"{where}; see the operator's log")
+        outcome.error = (
+            f"the evaluation process {_exit_description(process.returncode)}"
+            f"{where}; see the operator's log"
+        )
         outcome.unfinished_error = outcome.error
 
 
-def _job(*, operator: str, manifest: BundleManifest, bundle_dir: Path,
-         shapes: list[ShapeSpec], device: str, seed: int,
-         time_budget_s: float | None) -> dict[str, Any]:
+def _job(
+    *,
+    operator: str,
+    manifest: BundleManifest,
+    bundle_dir: Path,
+    shapes: list[ShapeSpec],
+    device: str,
+    seed: int,
+    time_budget_s: float | None,
+) -> dict[str, Any]:
     return {
         "operator": operator,
         "bundle_dir": str(bundle_dir),
@@ -226,9 +261,16 @@ def _job(*, operator: str, manifest: BundleManifest, bundle_dir: Path,
         "device": device,
         "seed": seed,
         "time_budget_s": time_budget_s,
-        "shapes": [{"shape_id": s.shape_id, "init_kwargs": s.init_kwargs,
-                    "input_kwargs": s.input_kwargs, "q_read": s.q_read, "q_write": s.q_write}
-                   for s in shapes],
+        "shapes": [
+            {
+                "shape_id": s.shape_id,
+                "init_kwargs": s.init_kwargs,
+                "input_kwargs": s.input_kwargs,
+                "q_read": s.q_read,
+                "q_write": s.q_write,
+            }
+            for s in shapes
+        ],
     }
 
 
@@ -243,16 +285,32 @@ class RunState:
     def shape_done(self, operator: str, entry: Mapping[str, Any]) -> None:
         """Count a finished shape and emit its progress line."""
         self.shapes_done += 1
-        self.progress.emit("shape", operator=operator, shape_id=entry["shape_id"],
-                           status=entry["status"], shapes_done=self.shapes_done,
-                           shapes_total=self.shapes_total)
+        self.progress.emit(
+            "shape",
+            operator=operator,
+            shape_id=entry["shape_id"],
+            status=entry["status"],
+            shapes_done=self.shapes_done,
+            shapes_total=self.shapes_total,
+        )
 
 
-def _evaluate_operator(*, operator: str, suite: Suite, shapes: list[ShapeSpec],
-                       manifest: BundleManifest, bundle_dir: Path, workdir: Path,
-                       log_dir: Path, hardware: HardwareProfile, device: str, seed: int,
-                       time_budget_s: float | None, shape_timeout_s: float,
-                       state: RunState) -> dict[str, Any]:
+def _evaluate_operator(
+    *,
+    operator: str,
+    suite: Suite,
+    shapes: list[ShapeSpec],
+    manifest: BundleManifest,
+    bundle_dir: Path,
+    workdir: Path,
+    log_dir: Path,
+    hardware: HardwareProfile,
+    device: str,
+    seed: int,
+    time_budget_s: float | None,
+    shape_timeout_s: float,
+    state: RunState,
+) -> dict[str, Any]:
     threshold = suite.threshold_own_share
     by_id = {shape.shape_id: shape for shape in shapes}
     entries: dict[str, dict[str, Any]] = {}
@@ -267,7 +325,13 @@ def _evaluate_operator(*, operator: str, suite: Suite, shapes: list[ShapeSpec],
         status, error = "missing", f"the bundle has no {operator}.py"
         for shape in shapes:
             finish(shape, status="missing", error=error)
+    elif operator in manifest.problems:
+        status = "compile_error"
+        error = f"[{manifest.problems[operator]['code']}] {manifest.problems[operator]['message']}"
+        for shape in shapes:
+            finish(shape, status="compile_error", error=error)
     else:
+
         def on_record(record: dict[str, Any]) -> None:
             shape = by_id.get(str(record.get("shape_id")))
             if shape is None or shape.shape_id in entries:
@@ -277,26 +341,48 @@ def _evaluate_operator(*, operator: str, suite: Suite, shapes: list[ShapeSpec],
                     warnings.append(warning)
             finish(shape, status=str(record.get("status")), measurement=record)
 
-        job = _job(operator=operator, manifest=manifest, bundle_dir=bundle_dir, shapes=shapes,
-                   device=device, seed=seed, time_budget_s=time_budget_s)
-        outcome = run_operator_child(job=job, log_path=log_dir / f"{operator}.log",
-                                     workdir=workdir, device=device,
-                                     shape_timeout_s=shape_timeout_s, on_record=on_record)
+        job = _job(
+            operator=operator,
+            manifest=manifest,
+            bundle_dir=bundle_dir,
+            shapes=shapes,
+            device=device,
+            seed=seed,
+            time_budget_s=time_budget_s,
+        )
+        outcome = run_operator_child(
+            job=job,
+            log_path=log_dir / f"{operator}.log",
+            workdir=workdir,
+            device=device,
+            shape_timeout_s=shape_timeout_s,
+            on_record=on_record,
+        )
         status, error = outcome.status, outcome.error
         for shape in shapes:
             if shape.shape_id not in entries:
-                finish(shape, status=outcome.unfinished_status,
-                       error=outcome.unfinished_error or "not evaluated")
+                finish(
+                    shape,
+                    status=outcome.unfinished_status,
+                    error=outcome.unfinished_error or "not evaluated",
+                )
     ordered = [entries[shape.shape_id] for shape in shapes]
     score = operator_score(ordered)
     state.progress.emit("operator", operator=operator, status=status, score=score)
-    return operator_entry(operator=operator, importance=suite.operator(operator).importance,
-                          status=status, error=error, score=score, warnings=warnings,
-                          shapes=ordered)
+    return operator_entry(
+        operator=operator,
+        importance=suite.operator(operator).importance,
+        status=status,
+        error=error,
+        score=score,
+        warnings=warnings,
+        shapes=ordered,
+    )
 
 
-def _resolve_inputs(suite: Suite | str, hardware: HardwareProfile | str | None, device: str
-                    ) -> tuple[Suite, HardwareProfile]:
+def _resolve_inputs(
+    suite: Suite | str, hardware: HardwareProfile | str | None, device: str
+) -> tuple[Suite, HardwareProfile]:
     loaded = load_suite(suite) if isinstance(suite, str) else suite
     if hardware is None:
         hardware = DEFAULT_HARDWARE["cuda" if device.startswith("cuda") else "cpu"]
@@ -344,9 +430,13 @@ def run_bundle(
     with tempfile.TemporaryDirectory(prefix="atrex-run-") as scratch:
         scratch_dir = Path(scratch)
         try:
-            manifest = extract_bundle(bundle_path, scratch_dir / "bundle",
-                                      known_operators=known_operator_names(full_suite),
-                                      operator_hint=operator_hint)
+            manifest = extract_bundle(
+                bundle_path,
+                scratch_dir / "bundle",
+                known_operators=known_operator_names(full_suite),
+                operator_hint=operator_hint,
+                strict=False,
+            )
         except BundleError as exc:
             error = exc.to_dict()
         if manifest is not None:
@@ -355,26 +445,53 @@ def run_bundle(
             workdir.mkdir()
             logs = Path(log_dir) if log_dir else scratch_dir / "logs"
             for operator in selected:
-                entries.append(_evaluate_operator(
-                    operator=operator, suite=run_suite, shapes=shapes[operator],
-                    manifest=manifest, bundle_dir=scratch_dir / "bundle", workdir=workdir,
-                    log_dir=logs, hardware=profile, device=device, seed=seed,
-                    time_budget_s=time_budget_s,
-                    shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S, state=state))
+                entries.append(
+                    _evaluate_operator(
+                        operator=operator,
+                        suite=run_suite,
+                        shapes=shapes[operator],
+                        manifest=manifest,
+                        bundle_dir=scratch_dir / "bundle",
+                        workdir=workdir,
+                        log_dir=logs,
+                        hardware=profile,
+                        device=device,
+                        seed=seed,
+                        time_budget_s=time_budget_s,
+                        shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S,
+                        state=state,
+                    )
+                )
     scores = summarize(operators=entries, importance=run_suite.importance()) if not error else None
-    progress.emit("done", aggregate=scores["aggregate"] if scores else None,
-                  **({"error": error} if error else {}))
+    progress.emit(
+        "done",
+        aggregate=scores["aggregate"] if scores else None,
+        **({"error": error} if error else {}),
+    )
     if device_kind == "cuda":
         environment["clocks_end"] = gpu_clocks()
     bundle_block = None
     if manifest is not None:
-        bundle_block = {"operators": sorted(manifest.operators), "warnings": manifest.warnings,
-                        "metadata": manifest.metadata}
+        bundle_block = {
+            "operators": sorted(manifest.operators),
+            "warnings": manifest.warnings,
+            "metadata": manifest.metadata,
+        }
     return results_document(
-        suite={"name": full_suite.name, "version": full_suite.version,
-               "hash": full_suite.content_hash, "shape_set": shape_set},
-        hardware=profile.to_dict(), environment=environment,
+        suite={
+            "name": full_suite.name,
+            "version": full_suite.version,
+            "hash": full_suite.content_hash,
+            "shape_set": shape_set,
+        },
+        hardware=profile.to_dict(),
+        environment=environment,
         seed_digest="sha256:" + hashlib.sha256(str(seed).encode()).hexdigest(),
-        started_at=started_at, finished_at=_now(), wall_s=time.monotonic() - started,
-        error=error, bundle=bundle_block, operators=entries, scores=scores,
+        started_at=started_at,
+        finished_at=_now(),
+        wall_s=time.monotonic() - started,
+        error=error,
+        bundle=bundle_block,
+        operators=entries,
+        scores=scores,
     )

@@ -10,6 +10,7 @@ the current stream, but not to a device-wide synchronise).
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 import time
@@ -48,11 +49,33 @@ def summarize_samples(samples: list[float]) -> tuple[float, float]:
     return median, statistics.stdev(samples) / math.sqrt(len(samples))
 
 
-def _converged(samples: list[float], *, min_reps: int, target_rel_se: float) -> bool:
-    if len(samples) < min_reps:
-        return False
-    median, std_error = summarize_samples(samples)
-    return median > 0 and std_error <= target_rel_se * median
+class _RunningStats:
+    """Mean/variance (Welford) and a sorted copy, so each convergence check is cheap."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.mean = 0.0
+        self.m2 = 0.0
+        self.sorted: list[float] = []
+
+    def add(self, value: float) -> None:
+        self.count += 1
+        delta = value - self.mean
+        self.mean += delta / self.count
+        self.m2 += delta * (value - self.mean)
+        bisect.insort(self.sorted, value)
+
+    def converged(self, *, min_reps: int, target_rel_se: float) -> bool:
+        if self.count < max(2, min_reps):
+            return False
+        middle = self.count // 2
+        median = (
+            self.sorted[middle]
+            if self.count % 2
+            else 0.5 * (self.sorted[middle - 1] + self.sorted[middle])
+        )
+        std_error = math.sqrt(self.m2 / (self.count - 1) / self.count)
+        return median > 0 and std_error <= target_rel_se * median
 
 
 class Timer(ABC):
@@ -60,8 +83,13 @@ class Timer(ABC):
 
     device_type: str = "cpu"
 
-    def __init__(self, *, min_reps: int = MIN_REPS, max_reps: int = MAX_REPS,
-                 target_rel_se: float = TARGET_REL_SE) -> None:
+    def __init__(
+        self,
+        *,
+        min_reps: int = MIN_REPS,
+        max_reps: int = MAX_REPS,
+        target_rel_se: float = TARGET_REL_SE,
+    ) -> None:
         self.min_reps = min_reps
         self.max_reps = max_reps
         self.target_rel_se = target_rel_se
@@ -70,8 +98,9 @@ class Timer(ABC):
     def time_once(self, fn: Callable[[], Any]) -> tuple[float, float]:
         """(device seconds, host seconds) of one call, prepared as the timer requires."""
 
-    def measure(self, fn: Callable[[], Any], *, budget_s: float | None = None,
-                warmup: int = 2) -> TimingResult:
+    def measure(
+        self, fn: Callable[[], Any], *, budget_s: float | None = None, warmup: int = 2
+    ) -> TimingResult:
         """Warm up, then time repeatedly until converged or the budget is spent."""
         budget = DEFAULT_BUDGET_S[self.device_type] if budget_s is None else budget_s
         started = time.perf_counter()
@@ -81,12 +110,14 @@ class Timer(ABC):
                 break
         samples: list[float] = []
         host_samples: list[float] = []
+        stats = _RunningStats()
         deadline = time.perf_counter() + budget
         while len(samples) < self.max_reps:
             device_s, host_s = self.time_once(fn)
             samples.append(device_s)
             host_samples.append(host_s)
-            if _converged(samples, min_reps=self.min_reps, target_rel_se=self.target_rel_se):
+            stats.add(device_s)
+            if stats.converged(min_reps=self.min_reps, target_rel_se=self.target_rel_se):
                 break
             if len(samples) >= self.min_reps and time.perf_counter() > deadline:
                 break
@@ -94,8 +125,13 @@ class Timer(ABC):
 
     def _result(self, samples: list[float], host_samples: list[float]) -> TimingResult:
         median, std_error = summarize_samples(samples)
-        return TimingResult(median_s=median, std_error_s=std_error, reps=len(samples),
-                            samples_s=samples, host_median_s=statistics.median(host_samples))
+        return TimingResult(
+            median_s=median,
+            std_error_s=std_error,
+            reps=len(samples),
+            samples_s=samples,
+            host_median_s=statistics.median(host_samples),
+        )
 
 
 class CpuTimer(Timer):

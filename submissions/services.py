@@ -273,6 +273,7 @@ def evaluation_run_execute(*, run_id: int) -> EvaluationRun | None:
         work_dir=settings.ATREX["RUNS_DIR"] / f"run-{run.pk}",
         timeout_s=settings.ATREX["EVALUATION_TIMEOUT_S"],
         python=settings.ATREX["EVALUATOR_PYTHON"],
+        extra_args=_evaluator_options(),
     )
     try:
         outcome = evaluation.run_evaluator(job, on_progress=_progress_recorder(run))
@@ -281,6 +282,11 @@ def evaluation_run_execute(*, run_id: int) -> EvaluationRun | None:
         _run_fail(run, error)
         return run
     return _run_store_and_score(run, outcome)
+
+
+def _evaluator_options() -> list[str]:
+    budget = settings.ATREX.get("TIME_BUDGET_S")
+    return ["--time-budget-s", str(budget)] if budget else []
 
 
 def _run_fail(run: EvaluationRun, error: AtrexError, log_tail: str = "") -> None:

@@ -108,6 +108,30 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
         process.wait(timeout=30)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    with django_db_blocker.unblock():
+        _wait_for_other_sessions_to_close()
+
+
+def _wait_for_other_sessions_to_close(timeout_s: float = 15.0) -> None:
+    """PostgreSQL notices a dead client's session a moment after it exits; wait for that so
+    that the test database can be dropped at the end of the run."""
+    import time
+
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    deadline = time.monotonic() + timeout_s
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+            time.sleep(0.2)
 
 
 def wait_for_status(submission, statuses: set[str], timeout_s: float = 240.0):

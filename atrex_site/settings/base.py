@@ -152,6 +152,8 @@ ATREX = {
     "RUNS_DIR": Path(env.str("ATREX_RUNS_DIR", default=str(VAR_DIR / "runs"))),
     # Wall-clock cap for one evaluation (seconds).
     "EVALUATION_TIMEOUT_S": env.int("ATREX_EVALUATION_TIMEOUT_S", default=3 * 3600),
+    # Per-shape timing budget handed to the evaluator (seconds); None keeps its default.
+    "TIME_BUDGET_S": env.float("ATREX_TIME_BUDGET_S", default=None),
     # Which device this worker evaluates on ("cpu" or "cuda").
     "WORKER_DEVICE": env.str("ATREX_WORKER_DEVICE", default="cpu"),
 }

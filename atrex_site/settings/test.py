@@ -59,7 +59,8 @@ else:
 
 TEST_BROKER_URL = "redis://127.0.0.1:6379/15" if REDIS_AVAILABLE else "filesystem://"
 MEDIA_ROOT = VAR_DIR / "test-media"
-ATREX = {**ATREX, "RUNS_DIR": VAR_DIR / "test-runs"}  # noqa: F405
+# Short timing budgets: the tests check the flow and the statuses, not the figures.
+ATREX = {**ATREX, "RUNS_DIR": VAR_DIR / "test-runs", "TIME_BUDGET_S": 0.2}  # noqa: F405
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

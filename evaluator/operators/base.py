@@ -67,16 +67,15 @@ class OperatorSpec:
     phase: str
     output_names: tuple[str, ...] = field(default=("out",))
 
-    def make_inputs(self, *, device: str | torch.device, seed: int, **input_kwargs: Any
-                    ) -> dict[str, torch.Tensor]:
+    def make_inputs(
+        self, *, device: str | torch.device, seed: int, **input_kwargs: Any
+    ) -> dict[str, torch.Tensor]:
         """Draw the named forward inputs of one shape from a generator seeded with ``seed``."""
         generator = torch.Generator(device=torch.device(device))
         generator.manual_seed(int(seed))
-        return self.input_maker(device=torch.device(device), generator=generator,
-                                **input_kwargs)
+        return self.input_maker(device=torch.device(device), generator=generator, **input_kwargs)
 
-    def work(self, init_kwargs: Mapping[str, Any] | None, input_kwargs: Mapping[str, Any]
-             ) -> Work:
+    def work(self, init_kwargs: Mapping[str, Any] | None, input_kwargs: Mapping[str, Any]) -> Work:
         """The semantic W (FLOPs per dtype) and Q (bytes) of one shape."""
         return self.work_model(init_kwargs or {}, input_kwargs)
 
@@ -85,8 +84,13 @@ class OperatorSpec:
         return self.model_class(**(init_kwargs or {}))
 
 
-def randn_bf16(shape: tuple[int, ...], *, device: torch.device, generator: torch.Generator,
-               scale: float | None = None) -> torch.Tensor:
+def randn_bf16(
+    shape: tuple[int, ...],
+    *,
+    device: torch.device,
+    generator: torch.Generator,
+    scale: float | None = None,
+) -> torch.Tensor:
     """N(0,1) drawn directly in bf16, optionally times a Python float (rounded to bf16)."""
     tensor = torch.randn(shape, dtype=torch.bfloat16, device=device, generator=generator)
     return tensor if scale is None else tensor * scale

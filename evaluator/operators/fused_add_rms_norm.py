@@ -18,8 +18,9 @@ class Model(nn.Module):
         super().__init__()
         self.eps = eps
 
-    def forward(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor
-                ) -> dict[str, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         summed = x + residual  # bf16 add: computed in fp32, rounded once
         sf = summed.float()  # the statistics use the rounded bf16 sum
         inv_rms = torch.rsqrt(sf.pow(2).mean(dim=-1, keepdim=True) + self.eps)
@@ -27,8 +28,9 @@ class Model(nn.Module):
         return {"out": out, "residual": summed}
 
 
-def make_inputs(*, device: torch.device, generator: torch.Generator, token_count: int,
-                hidden_size: int) -> dict[str, torch.Tensor]:
+def make_inputs(
+    *, device: torch.device, generator: torch.Generator, token_count: int, hidden_size: int
+) -> dict[str, torch.Tensor]:
     """x: 0.02*N(0,1); residual: N(0,1); weight: 0.02*N(0,1) + 1; all bf16, in that order."""
     shape = (token_count, hidden_size)
     x = randn_bf16(shape, device=device, generator=generator, scale=0.02)
@@ -40,10 +42,21 @@ def make_inputs(*, device: torch.device, generator: torch.Generator, token_count
 def work(init_kwargs: Mapping[str, Any], input_kwargs: Mapping[str, Any]) -> Work:
     """W = 4TH + T; Q_read = 4TH + 2H; Q_write = 4TH."""
     tokens, hidden = int(input_kwargs["token_count"]), int(input_kwargs["hidden_size"])
-    return Work(w_flops={"bf16": 4 * tokens * hidden + tokens},
-                q_read=4 * tokens * hidden + 2 * hidden, q_write=4 * tokens * hidden)
+    return Work(
+        w_flops={"bf16": 4 * tokens * hidden + tokens},
+        q_read=4 * tokens * hidden + 2 * hidden,
+        q_write=4 * tokens * hidden,
+    )
 
 
-SPEC = OperatorSpec(slug="fused_add_rms_norm", atrex_id="atrex_008", model_class=Model,
-                    input_maker=make_inputs, work_model=work, policy=BF16_POLICY,
-                    dtype="bf16", phase="prefill/decode", output_names=("out", "residual"))
+SPEC = OperatorSpec(
+    slug="fused_add_rms_norm",
+    atrex_id="atrex_008",
+    model_class=Model,
+    input_maker=make_inputs,
+    work_model=work,
+    policy=BF16_POLICY,
+    dtype="bf16",
+    phase="prefill/decode",
+    output_names=("out", "residual"),
+)

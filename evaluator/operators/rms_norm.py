@@ -24,8 +24,9 @@ class Model(nn.Module):
         return (xf * inv_rms * weight.float()).to(x.dtype)
 
 
-def make_inputs(*, device: torch.device, generator: torch.Generator, token_count: int,
-                hidden_size: int) -> dict[str, torch.Tensor]:
+def make_inputs(
+    *, device: torch.device, generator: torch.Generator, token_count: int, hidden_size: int
+) -> dict[str, torch.Tensor]:
     """x: 0.02*N(0,1) in bf16 (T, H); weight: 0.02*N(0,1) + 1 in bf16 (H,). Order x, weight."""
     x = randn_bf16((token_count, hidden_size), device=device, generator=generator, scale=0.02)
     weight = randn_bf16((hidden_size,), device=device, generator=generator, scale=0.02) + 1.0
@@ -35,10 +36,20 @@ def make_inputs(*, device: torch.device, generator: torch.Generator, token_count
 def work(init_kwargs: Mapping[str, Any], input_kwargs: Mapping[str, Any]) -> Work:
     """W = 3TH + T; Q_read = 2TH + 2H; Q_write = 2TH (bf16 = 2 bytes)."""
     tokens, hidden = int(input_kwargs["token_count"]), int(input_kwargs["hidden_size"])
-    return Work(w_flops={"bf16": 3 * tokens * hidden + tokens},
-                q_read=2 * tokens * hidden + 2 * hidden, q_write=2 * tokens * hidden)
+    return Work(
+        w_flops={"bf16": 3 * tokens * hidden + tokens},
+        q_read=2 * tokens * hidden + 2 * hidden,
+        q_write=2 * tokens * hidden,
+    )
 
 
-SPEC = OperatorSpec(slug="rms_norm", atrex_id="atrex_027", model_class=Model,
-                    input_maker=make_inputs, work_model=work, policy=BF16_POLICY,
-                    dtype="bf16", phase="prefill/decode")
+SPEC = OperatorSpec(
+    slug="rms_norm",
+    atrex_id="atrex_027",
+    model_class=Model,
+    input_maker=make_inputs,
+    work_model=work,
+    policy=BF16_POLICY,
+    dtype="bf16",
+    phase="prefill/decode",
+)

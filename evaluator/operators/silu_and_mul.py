@@ -25,8 +25,9 @@ class Model(nn.Module):
         return (silu_rounded.float() * up.float()).to(x.dtype)
 
 
-def make_inputs(*, device: torch.device, generator: torch.Generator, shape: list[int]
-                ) -> dict[str, torch.Tensor]:
+def make_inputs(
+    *, device: torch.device, generator: torch.Generator, shape: list[int]
+) -> dict[str, torch.Tensor]:
     """x: N(0,1) in bf16 of the given shape (an empty shape means (1,))."""
     dims = tuple(int(d) for d in shape) or (1,)
     return {"x": randn_bf16(dims, device=device, generator=generator)}
@@ -36,10 +37,16 @@ def work(init_kwargs: Mapping[str, Any], input_kwargs: Mapping[str, Any]) -> Wor
     """With R rows and d = last/2: W = 5Rd; Q_read = 4Rd; Q_write = 2Rd."""
     dims = [int(d) for d in input_kwargs["shape"]] or [1]
     rows, half = math.prod(dims[:-1]), dims[-1] // 2
-    return Work(w_flops={"bf16": 5 * rows * half}, q_read=4 * rows * half,
-                q_write=2 * rows * half)
+    return Work(w_flops={"bf16": 5 * rows * half}, q_read=4 * rows * half, q_write=2 * rows * half)
 
 
-SPEC = OperatorSpec(slug="silu_and_mul", atrex_id="atrex_028", model_class=Model,
-                    input_maker=make_inputs, work_model=work, policy=BF16_POLICY,
-                    dtype="bf16", phase="prefill/decode")
+SPEC = OperatorSpec(
+    slug="silu_and_mul",
+    atrex_id="atrex_028",
+    model_class=Model,
+    input_maker=make_inputs,
+    work_model=work,
+    policy=BF16_POLICY,
+    dtype="bf16",
+    phase="prefill/decode",
+)

@@ -48,7 +48,7 @@ def test_upload_in_the_browser_reaches_the_board(
 
     page.goto(f"{live_server.url}/accounts/signup/")
     page.get_by_label("Username").fill("kernel-hacker")
-    page.get_by_label("Password", exact=True).fill("a long pass phrase 42")
+    page.locator("#id_password1").fill("a long pass phrase 42")
     page.get_by_label("Password confirmation").fill("a long pass phrase 42")
     page.get_by_role("button", name="Create account").click()
     page.wait_for_url("**/submissions/new/")

@@ -9,9 +9,10 @@ class Model(nn.Module):
         super().__init__()
         self.eps = eps
 
-    def forward(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor
-                ) -> dict[str, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         summed = x + residual
         sf = summed.float()
-        out = (sf * torch.rsqrt(sf.pow(2).mean(-1, keepdim=True) + self.eps) * weight.float())
+        out = sf * torch.rsqrt(sf.pow(2).mean(-1, keepdim=True) + self.eps) * weight.float()
         return {"out": out.to(x.dtype), "residual": summed}

@@ -11,5 +11,6 @@ class Model(nn.Module):
 
     def forward(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-                * weight.float()).to(x.dtype)
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps) * weight.float()).to(
+            x.dtype
+        )

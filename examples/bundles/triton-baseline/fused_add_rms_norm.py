@@ -7,8 +7,17 @@ from torch import nn
 
 
 @triton.jit
-def _fused_add_rms_norm_kernel(x_ptr, residual_ptr, weight_ptr, out_ptr, residual_out_ptr,
-                               row_stride, hidden, eps, BLOCK: tl.constexpr):
+def _fused_add_rms_norm_kernel(
+    x_ptr,
+    residual_ptr,
+    weight_ptr,
+    out_ptr,
+    residual_out_ptr,
+    row_stride,
+    hidden,
+    eps,
+    BLOCK: tl.constexpr,
+):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < hidden
@@ -29,8 +38,9 @@ class Model(nn.Module):
         super().__init__()
         self.eps = eps
 
-    def forward(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor
-                ) -> dict[str, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         hidden = x.shape[-1]
         x_rows = x.reshape(-1, hidden).contiguous()
         residual_rows = residual.reshape(-1, hidden).contiguous()
@@ -39,7 +49,15 @@ class Model(nn.Module):
         if x_rows.shape[0] > 0:
             block = triton.next_power_of_2(hidden)
             _fused_add_rms_norm_kernel[(x_rows.shape[0],)](
-                x_rows, residual_rows, weight, out, residual_out, x_rows.stride(0), hidden,
-                self.eps, BLOCK=block, num_warps=min(max(block // 256, 1), 16),
+                x_rows,
+                residual_rows,
+                weight,
+                out,
+                residual_out,
+                x_rows.stride(0),
+                hidden,
+                self.eps,
+                BLOCK=block,
+                num_warps=min(max(block // 256, 1), 16),
             )
         return {"out": out.view(x.shape), "residual": residual_out.view(x.shape)}

@@ -7,8 +7,9 @@ from torch import nn
 
 
 @triton.jit
-def _rms_norm_kernel(x_ptr, weight_ptr, out_ptr, x_row_stride, out_row_stride, hidden, eps,
-                     BLOCK: tl.constexpr):
+def _rms_norm_kernel(
+    x_ptr, weight_ptr, out_ptr, x_row_stride, out_row_stride, hidden, eps, BLOCK: tl.constexpr
+):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < hidden
@@ -36,7 +37,14 @@ class Model(nn.Module):
         if rows.shape[0] > 0:
             block = triton.next_power_of_2(hidden)
             _rms_norm_kernel[(rows.shape[0],)](
-                rows, weight, out, rows.stride(0), out.stride(0), hidden, self.eps,
-                BLOCK=block, num_warps=num_warps_for(block),
+                rows,
+                weight,
+                out,
+                rows.stride(0),
+                out.stride(0),
+                hidden,
+                self.eps,
+                BLOCK=block,
+                num_warps=num_warps_for(block),
             )
         return out.view(x.shape)

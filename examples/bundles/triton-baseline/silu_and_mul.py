@@ -7,8 +7,7 @@ from torch import nn
 
 
 @triton.jit
-def _silu_and_mul_kernel(x_ptr, out_ptr, x_row_stride, out_row_stride, half,
-                         BLOCK: tl.constexpr):
+def _silu_and_mul_kernel(x_ptr, out_ptr, x_row_stride, out_row_stride, half, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < half
@@ -27,7 +26,12 @@ class Model(nn.Module):
         if rows.shape[0] > 0 and half > 0:
             block = triton.next_power_of_2(half)
             _silu_and_mul_kernel[(rows.shape[0],)](
-                rows, out, rows.stride(0), out.stride(0), half,
-                BLOCK=block, num_warps=min(max(block // 256, 1), 16),
+                rows,
+                out,
+                rows.stride(0),
+                out.stride(0),
+                half,
+                BLOCK=block,
+                num_warps=min(max(block // 256, 1), 16),
             )
         return out.view(*x.shape[:-1], half)

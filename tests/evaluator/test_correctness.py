@@ -1,0 +1,210 @@
+"""The correctness policy: honest kernels pass, wrong answers and rule breaks fail."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from evaluator.correctness import (
+    CandidateError,
+    check_shape,
+    compare_outputs,
+    derive_seed,
+    hygiene_error,
+)
+from evaluator.operators import get_operator
+
+CPU = torch.device("cpu")
+RMS = get_operator("rms_norm")
+
+
+@pytest.fixture(scope="module")
+def reference_output():
+    inputs = RMS.make_inputs(device=CPU, seed=11, token_count=32, hidden_size=256)
+    return RMS.build_reference({"eps": 1e-6})(**inputs)
+
+
+def one_ulp_toward_zero(tensor: torch.Tensor, share: float = 0.5, seed: int = 0):
+    """What the Triton CPU interpreter does: truncate instead of rounding to nearest."""
+    bits = tensor.view(torch.int16).clone()
+    chosen = torch.rand(tensor.shape, generator=torch.Generator().manual_seed(seed)) < share
+    chosen &= (bits & 0x7FFF) != 0
+    bits[chosen] -= 1
+    return bits.view(torch.bfloat16)
+
+
+def compare(reference, candidate):
+    return compare_outputs(reference, candidate, policy=RMS.policy, shape_id="7")
+
+
+def test_honest_answer_one_bf16_step_off_on_half_the_elements_passes(reference_output):
+    candidate = one_ulp_toward_zero(reference_output)
+    assert (candidate != reference_output).float().mean() > 0.4
+    result = compare(reference_output, candidate)
+    assert result.ok, result.error
+    assert result.max_abs_error > 0
+
+
+def test_exact_answer_passes(reference_output):
+    result = compare(reference_output, reference_output.clone())
+    assert result.ok and result.max_abs_error == 0.0 and result.mismatch_share == 0.0
+
+
+@pytest.mark.parametrize(
+    "make_wrong",
+    [
+        pytest.param(lambda ref: torch.zeros_like(ref), id="all-zeros"),
+        pytest.param(lambda ref: torch.full_like(ref, float(ref.float().mean())), id="constant"),
+        pytest.param(
+            lambda ref: torch.full_like(ref, float(ref.float().abs().mean())),
+            id="constant-mean-magnitude",
+        ),
+        pytest.param(lambda ref: (ref.float() * 1.02).to(ref.dtype), id="scaled-1.02"),
+        pytest.param(lambda ref: (ref.float() * 0.98).to(ref.dtype), id="scaled-0.98"),
+    ],
+)
+def test_wrong_answers_fail(reference_output, make_wrong):
+    result = compare(reference_output, make_wrong(reference_output))
+    assert not result.ok
+    assert "shape 7" in result.error and "'out'" in result.error
+    assert "max abs error" in result.error
+
+
+def test_one_percent_corrupted_elements_fail(reference_output):
+    corrupted = reference_output.clone().flatten()
+    generator = torch.Generator().manual_seed(5)
+    index = torch.randperm(corrupted.numel(), generator=generator)[: corrupted.numel() // 100]
+    corrupted[index] = torch.randn(len(index), generator=generator).to(corrupted.dtype)
+    result = compare(reference_output, corrupted.view_as(reference_output))
+    assert not result.ok
+    assert 0 < result.mismatch_share <= 0.01
+    assert "elements" in result.error and "%" in result.error
+
+
+def test_nan_where_the_reference_is_finite_fails(reference_output):
+    candidate = reference_output.clone()
+    candidate[3, 4] = float("nan")
+    result = compare(reference_output, candidate)
+    assert not result.ok and "NaN/Inf" in result.error and "(3, 4)" in result.error
+
+
+@pytest.mark.parametrize(
+    ("candidate", "expected"),
+    [
+        (lambda ref: {"out": ref}, "expected one tensor"),
+        (lambda ref: ref.float(), "dtype torch.float32"),
+        (lambda ref: ref[:-1], "shape (31, 256)"),
+        (lambda ref: torch.empty_like(ref, device="meta"), "on meta"),
+        (lambda ref: torch.nn.Parameter(ref.clone(), requires_grad=False), "plain torch.Tensor"),
+        (lambda ref: ref.tolist(), "expected one tensor, got list"),
+        (lambda ref: ref.float().numpy(), "plain torch.Tensor"),
+    ],
+)
+def test_structure_dtype_shape_device_and_type_must_match(reference_output, candidate, expected):
+    result = compare(reference_output, candidate(reference_output))
+    assert not result.ok and expected in result.error and "shape 7" in result.error
+
+
+def test_dict_outputs_need_the_same_keys():
+    ref = {"out": torch.ones(2, dtype=torch.bfloat16), "residual": torch.ones(2)}
+    result = compare_outputs(ref, {"out": ref["out"]}, policy=RMS.policy, shape_id="0")
+    assert not result.ok and "keys" in result.error
+    wrong = {"out": ref["out"], "residual": ref["residual"] * 3}
+    result = compare_outputs(ref, wrong, policy=RMS.policy, shape_id="0")
+    assert not result.ok and "output 'residual'" in result.error
+
+
+def test_tuple_outputs_need_the_same_length():
+    ref = (torch.ones(2), torch.ones(3))
+    result = compare_outputs(ref, (ref[0],), policy=RMS.policy, shape_id="0")
+    assert not result.ok and "tuple of 2" in result.error
+
+
+def test_integer_outputs_must_be_exact():
+    ref = torch.arange(10, dtype=torch.int32)
+    assert compare_outputs(ref, ref.clone(), policy=RMS.policy, shape_id="0").ok
+    off = ref.clone()
+    off[2] += 1
+    result = compare_outputs(ref, off, policy=RMS.policy, shape_id="0")
+    assert not result.ok and "exactly" in result.error
+
+
+def test_output_aliasing_an_input_is_rejected():
+    x = torch.ones(4, 4)
+    error = hygiene_error(x[1:], {"x": x}, {"x": x.clone()}, shape_id="2")
+    assert error and "shares memory with input 'x'" in error and "shape 2" in error
+
+
+def test_modified_input_is_rejected():
+    x = torch.ones(4)
+    saved = x.clone()
+    x[0] = 5
+    error = hygiene_error(torch.zeros(4), {"x": x}, {"x": saved}, shape_id="1")
+    assert error and "modified its input 'x'" in error
+
+
+class InPlaceRmsNorm(torch.nn.Module):
+    """Right values, but written over its input."""
+
+    def forward(self, x, weight):
+        x.copy_(RMS.build_reference({"eps": 1e-6})(x=x, weight=weight))
+        return x
+
+
+class StatefulRmsNorm(torch.nn.Module):
+    """Right on the first call, then serves the cached answer."""
+
+    cached = None
+
+    def forward(self, x, weight):
+        if self.cached is None:
+            self.cached = RMS.build_reference({"eps": 1e-6})(x=x, weight=weight)
+        return self.cached.clone()
+
+
+class Raising(torch.nn.Module):
+    def forward(self, x, weight):
+        raise ValueError("kaboom")
+
+
+def run_check(candidate, trials=3):
+    return check_shape(
+        spec=RMS,
+        reference=RMS.build_reference({"eps": 1e-6}),
+        candidate=candidate,
+        shape_id="5",
+        input_kwargs={"token_count": 4, "hidden_size": 64},
+        device=CPU,
+        run_seed=99,
+        trials=trials,
+    )
+
+
+def test_check_shape_passes_the_reference_itself():
+    result = run_check(RMS.build_reference({"eps": 1e-6}))
+    assert result.ok and result.trials == 3
+
+
+def test_check_shape_rejects_an_in_place_kernel():
+    result = run_check(InPlaceRmsNorm())
+    assert not result.ok and "shares memory" in result.error
+
+
+def test_fresh_inputs_each_trial_catch_a_cached_answer():
+    result = run_check(StatefulRmsNorm())
+    assert not result.ok and result.trials == 2 and "shape 5" in result.error
+
+
+def test_candidate_exception_names_the_shape():
+    with pytest.raises(CandidateError) as caught:
+        run_check(Raising())
+    assert "shape 5" in caught.value.message and "kaboom" in caught.value.message
+
+
+def test_derived_seeds_are_stable_and_distinct():
+    assert derive_seed(1, "correctness", "rms_norm", "0", 0) == derive_seed(
+        1, "correctness", "rms_norm", "0", 0
+    )
+    seeds = {derive_seed(1, "correctness", "rms_norm", "0", trial) for trial in range(50)}
+    assert len(seeds) == 50 and all(0 <= s < 2**31 for s in seeds)
+    assert derive_seed(1, "x") != derive_seed(2, "x")

@@ -1,0 +1,343 @@
+"""The runner end to end on CPU (real child processes, real Triton in the interpreter)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import pytest
+import torch
+
+from evaluator.child import FrameReader, evaluate_shape, write_frame
+from evaluator.results import SHAPE_FIELDS
+from evaluator.runner import run_bundle
+from evaluator.timing import CpuTimer
+
+from .conftest import KNOWN, PYTORCH_EAGER, TRITON_BASELINE
+
+pytestmark = pytest.mark.slow
+
+TOP_FIELDS = [
+    "schema",
+    "harness_version",
+    "suite",
+    "hardware",
+    "environment",
+    "seed_digest",
+    "started_at",
+    "finished_at",
+    "wall_s",
+    "error",
+    "bundle",
+    "operators",
+    "scores",
+]
+SEED = 918273645546372
+
+
+def run(bundle, tiny_suite, tmp_path, **kwargs):
+    kwargs.setdefault("time_budget_s", 0.02)
+    return run_bundle(
+        bundle_path=bundle,
+        suite=tiny_suite,
+        hardware="cpu-dev",
+        device="cpu",
+        seed=SEED,
+        progress_path=tmp_path / "progress.jsonl",
+        log_dir=tmp_path / "logs",
+        **kwargs,
+    )
+
+
+def shapes_of(results, operator):
+    (entry,) = [e for e in results["operators"] if e["operator"] == operator]
+    return entry, entry["shapes"]
+
+
+@pytest.fixture(scope="module")
+def triton_results(tiny_suite, tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("triton")
+    return run(TRITON_BASELINE, tiny_suite, tmp_path), tmp_path
+
+
+def test_triton_baseline_passes_every_shape_with_its_own_kernels(triton_results):
+    results, _ = triton_results
+    assert results["error"] is None
+    assert [e["operator"] for e in results["operators"]] == sorted(KNOWN)
+    for entry in results["operators"]:
+        assert entry["status"] == "ok" and entry["error"] is None
+        assert entry["score"] > 0
+        for shape in entry["shapes"]:
+            assert shape["status"] == "pass", shape["error"]
+            assert shape["own_kernel_share"] >= 0.8
+            assert shape["reps"] >= 10 and shape["time_ms"] > 0
+            assert shape["roofline_fraction"] > 0 and shape["speedup"] > 0
+            assert shape["reference_time_ms"] > 0 and shape["t_sol_ms"] > 0
+    assert results["scores"]["aggregate"] > 0
+    assert results["scores"]["real_pass_rate"] == 1.0
+
+
+def test_results_follow_the_documented_schema(triton_results):
+    results, _ = triton_results
+    assert list(results) == TOP_FIELDS
+    assert results["schema"] == "atrex-results/1"
+    assert set(results["suite"]) == {"name", "version", "hash", "shape_set"}
+    assert results["suite"]["hash"].startswith("sha256:")
+    assert results["hardware"]["slug"] == "cpu-dev"
+    assert {
+        "device",
+        "device_name",
+        "driver",
+        "torch",
+        "triton",
+        "python",
+        "hostname",
+        "harness_version",
+        "clocks_start",
+        "clocks_end",
+    } <= set(results["environment"])
+    for entry in results["operators"]:
+        assert set(entry) == {
+            "operator",
+            "importance",
+            "status",
+            "error",
+            "score",
+            "warnings",
+            "shapes",
+        }
+        for shape in entry["shapes"]:
+            assert list(shape) == list(SHAPE_FIELDS)
+    assert results["bundle"]["metadata"]["dsl"] == "triton"
+    json.dumps(results, allow_nan=False)
+
+
+def test_seed_is_never_written_only_its_digest(triton_results):
+    results, tmp_path = triton_results
+    text = json.dumps(results) + (tmp_path / "progress.jsonl").read_text()
+    assert str(SEED) not in text
+    assert results["seed_digest"] == "sha256:" + hashlib.sha256(str(SEED).encode()).hexdigest()
+
+
+def test_progress_lines_are_live_and_complete(triton_results):
+    _, tmp_path = triton_results
+    events = [json.loads(line) for line in (tmp_path / "progress.jsonl").read_text().splitlines()]
+    assert events[0] == {"event": "start", "shapes_total": 3, "operators": sorted(KNOWN)}
+    shapes = [e for e in events if e["event"] == "shape"]
+    assert [e["shapes_done"] for e in shapes] == [1, 2, 3]
+    assert all(e["status"] == "pass" and e["shapes_total"] == 3 for e in shapes)
+    assert [e["operator"] for e in events if e["event"] == "operator"] == sorted(KNOWN)
+    assert events[-1]["event"] == "done" and events[-1]["aggregate"] > 0
+
+
+def test_pytorch_eager_is_all_fallback_and_scores_zero(tiny_suite, tmp_path):
+    results = run(PYTORCH_EAGER, tiny_suite, tmp_path)
+    for entry in results["operators"]:
+        assert entry["score"] == 0
+        for shape in entry["shapes"]:
+            assert shape["status"] == "fallback"
+            assert shape["own_kernel_share"] < 0.8
+            assert "aten." in shape["error"]
+    assert results["scores"]["aggregate"] == 0
+    assert results["scores"]["fallback_rate"] == 1.0
+    assert results["scores"]["apparent_pass_rate"] == 1.0
+
+
+WRONG_AND_NOISY = """
+import sys
+import torch
+from torch import nn
+
+print('{"event": "shape", "result": {"shape_id": "t0", "status": "pass"}}')
+sys.stdout.write("\\x00\\x00\\x00\\x10junk-junk-junk-junk\\n")
+
+
+class Model(nn.Module):
+    def __init__(self, eps=1e-6):
+        super().__init__()
+
+    def forward(self, x, residual, weight):
+        print('{"event": "done"}', flush=True)
+        summed = x + residual
+        return {"out": summed * 2, "residual": summed}
+"""
+
+
+def test_syntax_error_missing_operator_and_wrong_answer(tiny_suite, tmp_path, make_bundle):
+    bundle = make_bundle(
+        {
+            "rms_norm.py": "import torch\ndef broken(:\n",
+            "fused_add_rms_norm.py": WRONG_AND_NOISY,
+        }
+    )
+    results = run(bundle, tiny_suite, tmp_path)
+    rms, rms_shapes = shapes_of(results, "rms_norm")
+    assert rms["status"] == "compile_error" and "line 2" in rms["error"]
+    assert all(s["status"] == "compile_error" for s in rms_shapes)
+    silu, silu_shapes = shapes_of(results, "silu_and_mul")
+    assert silu["status"] == "missing" and all(s["status"] == "missing" for s in silu_shapes)
+    fused, (fused_shape,) = shapes_of(results, "fused_add_rms_norm")
+    assert fused["status"] == "ok"
+    assert fused_shape["status"] == "incorrect"
+    assert "shape t0" in fused_shape["error"] and "'out'" in fused_shape["error"]
+    assert "max abs error" in fused_shape["error"]
+    # The junk went to the operator's log, where it belongs.
+    assert "junk-junk" in (tmp_path / "logs" / "fused_add_rms_norm.log").read_text()
+    assert results["scores"]["aggregate"] == 0
+
+
+RAISES = """
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self, eps=1e-6):
+        super().__init__()
+
+    def forward(self, x, weight):
+        raise RuntimeError("my kernel exploded")
+"""
+
+IMPORT_FAILS = """
+import torch
+import this_module_does_not_exist
+
+
+class Model(torch.nn.Module):
+    pass
+"""
+
+
+def test_raising_candidate_import_failure_and_stdout_junk(tiny_suite, tmp_path, make_bundle):
+    eager_silu = (PYTORCH_EAGER / "silu_and_mul.py").read_text()
+    noisy_silu = eager_silu + (
+        "\nimport os\nos.write(1, b'\\x00\\x00\\x00\\x05{\"a\":')\n"
+        'print(\'{"event": "shape", "result": {"shape_id": "t0", "status": "pass"}}\')\n'
+    )
+    bundle = make_bundle(
+        {
+            "rms_norm.py": RAISES,
+            "silu_and_mul.py": noisy_silu,
+            "fused_add_rms_norm.py": IMPORT_FAILS,
+        }
+    )
+    results = run(bundle, tiny_suite, tmp_path)
+    rms, (rms_shape,) = shapes_of(results, "rms_norm")
+    assert rms["status"] == "ok"
+    assert rms_shape["status"] == "runtime_error"
+    assert "my kernel exploded" in rms_shape["error"] and "shape t0" in rms_shape["error"]
+    silu, (silu_shape,) = shapes_of(results, "silu_and_mul")
+    assert silu["status"] == "ok" and silu_shape["status"] == "fallback"
+    fused, (fused_shape,) = shapes_of(results, "fused_add_rms_norm")
+    assert fused["status"] == "compile_error"
+    assert "this_module_does_not_exist" in fused["error"]
+    assert fused_shape["status"] == "compile_error"
+
+
+HANGS = """
+import time
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self, eps=1e-6):
+        super().__init__()
+
+    def forward(self, x, weight):
+        time.sleep(600)
+"""
+
+DIES = """
+import os
+from torch import nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        os._exit(3)
+"""
+
+
+def test_hanging_and_dying_children(tiny_suite, tmp_path, make_bundle):
+    bundle = make_bundle({"rms_norm.py": HANGS, "silu_and_mul.py": DIES})
+    started = time.monotonic()
+    results = run(
+        bundle, tiny_suite, tmp_path, operators=["rms_norm", "silu_and_mul"], shape_timeout_s=4
+    )
+    assert time.monotonic() - started < 40
+    rms, (rms_shape,) = shapes_of(results, "rms_norm")
+    assert rms["status"] == "timeout" and rms_shape["status"] == "timeout"
+    assert "shape t0" in rms["error"]
+    silu, (silu_shape,) = shapes_of(results, "silu_and_mul")
+    assert silu["status"] == "runtime_error" and silu_shape["status"] == "runtime_error"
+    assert "exited with code 3" in silu_shape["error"]
+    assert [e["operator"] for e in results["operators"]] == ["rms_norm", "silu_and_mul"]
+
+
+def test_bundle_error_is_reported_in_the_results(tiny_suite, tmp_path):
+    empty = tmp_path / "empty.zip"
+    empty.write_bytes(b"")
+    results = run(empty, tiny_suite, tmp_path)
+    assert results["error"]["code"] == "bundle:empty"
+    assert results["operators"] == [] and results["scores"] is None
+    last = json.loads((tmp_path / "progress.jsonl").read_text().splitlines()[-1])
+    assert last["event"] == "done" and last["error"]["code"] == "bundle:empty"
+
+
+class ServesStaleResults(torch.nn.Module):
+    """Right for the correctness trials, then returns its first answer again."""
+
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.calls = 0
+        self.first = None
+
+    def forward(self, x, weight):
+        from evaluator.operators import get_operator
+
+        self.calls += 1
+        if self.calls <= 4 or self.first is None:
+            out = get_operator("rms_norm").build_reference({"eps": 1e-6})(x=x, weight=weight)
+            self.first = out if self.calls == 4 else self.first
+            return out
+        return self.first.clone()
+
+
+def test_timed_calls_are_checked_too():
+    job = {"operator": "rms_norm", "device": "cpu", "seed": 1, "time_budget_s": 0.01}
+    shape = {
+        "shape_id": "9",
+        "init_kwargs": {"eps": 1e-6},
+        "input_kwargs": {"token_count": 4, "hidden_size": 64},
+        "q_read": 1,
+        "q_write": 1,
+    }
+    record = evaluate_shape(job=job, shape=shape, model_class=ServesStaleResults)
+    assert record["status"] == "incorrect"
+    assert "timed call" in record["error"] and "shape 9" in record["error"]
+
+
+def test_frames_round_trip_and_oversized_frames_are_refused():
+    import os
+
+    read_fd, write_fd = os.pipe()
+    write_frame(write_fd, {"event": "shape", "value": 1.5})
+    os.close(write_fd)
+    data = os.read(read_fd, 1 << 16)
+    os.close(read_fd)
+    reader = FrameReader()
+    assert reader.feed(data[:3]) == []
+    assert reader.feed(data[3:]) == [{"event": "shape", "value": 1.5}]
+    with pytest.raises(ValueError):
+        FrameReader(max_frame_bytes=10).feed((1000).to_bytes(4, "big"))
+
+
+def test_cpu_timer_takes_at_least_ten_reps_and_stops_at_the_budget():
+    timer = CpuTimer()
+    started = time.monotonic()
+    result = timer.measure(lambda: time.sleep(0.002), budget_s=0.05)
+    assert result.reps >= 10
+    assert 0.0015 < result.median_s < 0.02
+    assert result.std_error_s >= 0
+    assert time.monotonic() - started < 1.0
