@@ -493,6 +493,14 @@ def inspect_bundle(
 def _single_file_entry(data: bytes, filename: str) -> _Entry:
     """A single uploaded source file, kept under its own base name."""
     name = PurePosixPath(filename.replace("\\", "/")).name if filename else ""
+    suffix = PurePosixPath(name).suffix
+    if suffix and suffix != ".py":
+        # Text under another name (notes.txt, kernel.cu) is not a bundle on its own.
+        raise _error(
+            "not-an-archive",
+            f"{name!r} is neither a .zip or .tar.gz archive nor a Python file. Upload a .zip "
+            "or .tar.gz holding one <operator>.py per operator, or a single <operator>.py.",
+        )
     if not name.endswith(".py"):
         name = f"{PurePosixPath(name).stem or 'upload'}.py"
     return _Entry(name=name, size=len(data), read=lambda: data)

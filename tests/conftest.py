@@ -109,29 +109,32 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-    with django_db_blocker.unblock():
-        _wait_for_other_sessions_to_close()
 
 
-def _wait_for_other_sessions_to_close(timeout_s: float = 15.0) -> None:
-    """PostgreSQL notices a dead client's session a moment after it exits; wait for that so
-    that the test database can be dropped at the end of the run."""
+@pytest.fixture(scope="session", autouse=True)
+def _close_other_sessions_before_dropping_the_test_database(django_db_setup, django_db_blocker):
+    """Torn down just before the test database is dropped: sessions of processes and threads
+    that the tests started (worker, live server) may linger a moment after they end; wait
+    for them, then end the stragglers, so that the database can be dropped."""
+    yield
     import time
 
     from django.db import connection
 
-    if connection.vendor != "postgresql":
-        return
-    deadline = time.monotonic() + timeout_s
-    with connection.cursor() as cursor:
-        while time.monotonic() < deadline:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            if cursor.fetchone()[0] == 0:
-                return
-            time.sleep(0.2)
+    with django_db_blocker.unblock():
+        if connection.vendor != "postgresql":
+            return
+        others = (
+            "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        with connection.cursor() as cursor:
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline:
+                cursor.execute(f"SELECT count(*) {others}")  # noqa: S608 - constant text
+                if cursor.fetchone()[0] == 0:
+                    return
+                time.sleep(0.2)
+            cursor.execute(f"SELECT pg_terminate_backend(pid) {others}")  # noqa: S608
 
 
 def wait_for_status(submission, statuses: set[str], timeout_s: float = 240.0):

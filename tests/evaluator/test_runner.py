@@ -341,3 +341,38 @@ def test_cpu_timer_takes_at_least_ten_reps_and_stops_at_the_budget():
     assert 0.0015 < result.median_s < 0.02
     assert result.std_error_s >= 0
     assert time.monotonic() - started < 1.0
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_triton_baseline_on_cuda(tiny_suite, tmp_path):
+    results = run_bundle(
+        bundle_path=TRITON_BASELINE,
+        suite=tiny_suite,
+        hardware="h200-sxm",
+        device="cuda",
+        seed=SEED,
+        time_budget_s=0.2,
+        shape_set="smoke",
+    )
+    for entry in results["operators"]:
+        assert "fallback attribution on CUDA lands with the profiler pass" in entry["warnings"]
+        for shape in entry["shapes"]:
+            assert shape["status"] == "pass", shape["error"]
+            assert shape["own_kernel_share"] is None
+    assert results["environment"]["device_name"]
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_timer_hides_launch_overhead_behind_the_flush():
+    from evaluator.timing import CudaTimer
+
+    x = torch.randn(1024, device="cuda")
+    result = CudaTimer().measure(lambda: x.mul(2.0), budget_s=0.2)
+    assert result.reps >= 10
+    assert result.median_s < 20e-6  # one tiny kernel, not the host's launch overhead
+    assert result.warnings == []
