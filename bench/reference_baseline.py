@@ -1,0 +1,141 @@
+"""The PyTorch-eager baseline: time every operator's reference at every shape of a suite.
+
+This is the board's "PyTorch fallback" row: the reference itself, timed with the
+evaluator's CUDA timer (L2 flushed, device synchronised, CUDA events), with its roofline
+fraction against a hardware profile. It prints a table per operator and writes JSON.
+
+    python bench/reference_baseline.py --suite atrex-bench-v1 --hardware h200-sxm \
+        --out results/reference-baseline.json [--operators a,b] [--deadline-s 500]
+
+References slower than 0.1 s a call are timed with at least 3 repetitions instead of 10
+(the JSON records the repetitions of every shape). Shapes not reached before the deadline
+are listed as such, never invented.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+
+from evaluator.environment import collect_environment
+from evaluator.hardware import get_profile
+from evaluator.operators import get_operator
+from evaluator.roofline import roofline_fraction, t_sol_seconds
+from evaluator.scoring import aggregate_score, operator_score
+from evaluator.suite import load_suite
+from evaluator.timing import make_timer
+
+SLOW_CALL_S = 0.1
+
+
+def time_reference(spec, shape, *, device: str, budget_s: float) -> dict:
+    """Median time of the reference at one shape, with its repetitions and spread."""
+    model = spec.build_reference(shape.init_kwargs).to(device)
+    inputs = spec.make_inputs(device=device, seed=1234, **shape.input_kwargs)
+    with torch.inference_mode():
+        started = time.perf_counter()
+        model(**inputs)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        first_call_s = time.perf_counter() - started
+        min_reps = 3 if first_call_s > SLOW_CALL_S else 10
+        timer = make_timer(device, min_reps=min_reps)
+        result = timer.measure(lambda: model(**inputs), budget_s=budget_s, warmup=1)
+    del inputs, model
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return {
+        "time_ms": result.median_s * 1e3,
+        "time_spread_ms": result.std_error_s * 1e3,
+        "reps": result.reps,
+        "host_median_ms": result.host_median_s * 1e3,
+        "warnings": list(result.warnings),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default="atrex-bench-v1")
+    parser.add_argument("--hardware", default="h200-sxm")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--operators", default="")
+    parser.add_argument("--shape-set", default="full")
+    parser.add_argument("--budget-s", type=float, default=0.5)
+    parser.add_argument("--deadline-s", type=float, default=500.0)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+
+    suite = load_suite(args.suite)
+    hardware = get_profile(args.hardware)
+    operators = [o for o in args.operators.split(",") if o] or suite.operator_slugs()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    report = {
+        "what": "PyTorch eager reference of every operator, timed by the evaluator's timer",
+        "suite": {"slug": suite.slug, "hash": suite.content_hash, "shape_set": args.shape_set},
+        "hardware": hardware.to_dict(),
+        "environment": collect_environment(args.device),
+        "started_at": datetime.now(UTC).isoformat(),
+        "operators": [],
+    }
+    deadline = time.monotonic() + args.deadline_s
+    for slug in operators:
+        spec = get_operator(slug)
+        shapes = []
+        for shape in suite.shapes_for(slug, args.shape_set):
+            row = {"shape_id": shape.shape_id, "weight": shape.weight}
+            if time.monotonic() > deadline:
+                row.update(status="not_run", error="deadline reached before this shape")
+                shapes.append(row)
+                continue
+            t_sol = t_sol_seconds(
+                w_flops=shape.w_flops, q_read=shape.q_read, q_write=shape.q_write,
+                hardware=hardware,
+            )
+            try:
+                row.update(time_reference(spec, shape, device=args.device, budget_s=args.budget_s))
+            except Exception as error:  # noqa: BLE001 - recorded per shape, the run goes on
+                row.update(status="runtime_error", error=f"{type(error).__name__}: {error}"[:500])
+                shapes.append(row)
+                if args.device.startswith("cuda"):
+                    torch.cuda.empty_cache()
+                continue
+            row.update(
+                status="pass",  # the reference is correct by definition; scored as eager
+                t_sol_ms=t_sol * 1e3,
+                roofline_fraction=roofline_fraction(t_sol_s=t_sol, t_measured_s=row["time_ms"] / 1e3),
+            )
+            shapes.append(row)
+        done = [s for s in shapes if s["status"] == "pass"]
+        score = operator_score([s for s in shapes if s["status"] != "not_run"]) if done else 0.0
+        report["operators"].append({"operator": slug, "score_if_counted": score, "shapes": shapes})
+        slowest = max(done, key=lambda s: s["time_ms"], default=None)
+        print(
+            f"{slug:32s} shapes {len(done):3d}/{len(shapes):3d}  "
+            f"roofline-weighted {score:.4f}  "
+            + (f"slowest {slowest['shape_id']}: {slowest['time_ms']:.3f} ms" if slowest else ""),
+            flush=True,
+        )
+        out.write_text(json.dumps(report, indent=1))
+    importance = suite.importance()
+    scores = {op["operator"]: op["score_if_counted"] for op in report["operators"]}
+    report["aggregate_if_counted"] = aggregate_score(operator_scores=scores, importance=importance)
+    report["finished_at"] = datetime.now(UTC).isoformat()
+    out.write_text(json.dumps(report, indent=1))
+    print(f"aggregate (if the eager reference were counted as a pass): "
+          f"{report['aggregate_if_counted']:.4f}")
+    not_run = sum(s["status"] == "not_run" for op in report["operators"] for s in op["shapes"])
+    errors = sum(s["status"] == "runtime_error" for op in report["operators"] for s in op["shapes"])
+    print(f"shapes not run: {not_run}, errors: {errors}")
+    return 0 if math.isfinite(report["aggregate_if_counted"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
