@@ -99,6 +99,39 @@ def _message_of(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+# --------------------------------------------------------------------------- the operator
+
+_UPLOADED_SPECS: dict[str, Any] = {}
+
+
+def operator_spec(job: Mapping[str, Any]) -> Any:
+    """The job's operator: built in, or loaded once from the suite's uploaded sources.
+
+    A job with ``operator_source`` (``{"files": {"reference.py": ..., "input.py": ...},
+    "dtype": ...}``, see ``evaluator.upstream``) names an operator that the evaluator does
+    not implement; its reference and input generator are imported from those files.
+    """
+    source = job.get("operator_source")
+    if not source:
+        from evaluator.operators import get_operator
+
+        return get_operator(job["operator"])
+    slug = str(job["operator"])
+    if slug not in _UPLOADED_SPECS:
+        import tempfile
+
+        from evaluator.upstream import uploaded_operator_spec
+
+        directory = tempfile.mkdtemp(prefix=f"atrex-operator-{slug}-", dir=os.getcwd())
+        _UPLOADED_SPECS[slug] = uploaded_operator_spec(
+            slug=slug,
+            sources=source["files"],
+            dtype=str(source.get("dtype", "")),
+            directory=directory,
+        )
+    return _UPLOADED_SPECS[slug]
+
+
 # --------------------------------------------------------------------------- one shape
 
 
@@ -114,7 +147,6 @@ def evaluate_shape(
 
     from evaluator.correctness import CandidateError, check_shape
     from evaluator.fallback import monitor_for, report_for
-    from evaluator.operators import get_operator
 
     shape_id = str(shape["shape_id"])
     record: dict[str, Any] = {
@@ -125,7 +157,7 @@ def evaluate_shape(
     }
     device = torch.device(job["device"])
     try:
-        spec = get_operator(job["operator"])
+        spec = operator_spec(job)
         init_kwargs = shape.get("init_kwargs") or {}
         reference = spec.build_reference(init_kwargs).to(device)
         try:
@@ -265,9 +297,7 @@ def run_job(job: Mapping[str, Any], result_fd: int) -> int:
     send = lambda message: write_frame(result_fd, message)  # noqa: E731
     send({"event": "hello", "pid": os.getpid()})
     try:
-        from evaluator.operators import get_operator
-
-        get_operator(job["operator"])
+        operator_spec(job)
     except Exception as exc:  # an operator this evaluator does not implement: ours to fix
         send({"event": "harness_error", "error": _message_of(exc)})
         return 0

@@ -1,4 +1,5 @@
-"""The command line: ``python -m evaluator run BUNDLE [options]`` (see docs/architecture.md).
+"""The command line: ``python -m evaluator run BUNDLE [options]`` (see docs/architecture.md)
+and ``python -m evaluator validate-suite SUITE_JSON [--device meta|cpu] [--out report.json]``.
 
 Exit codes: 0 when results were written (whatever the candidate did), 2 for a bundle or
 request the user must fix (message on stderr; results.json still written with
@@ -70,7 +71,65 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--operator-hint", default=None, help="the operator a lone generated_kernel.py implements"
     )
+    validate = commands.add_parser(
+        "validate-suite",
+        help="check a (draft) suite file against the built-in operators",
+        description=(
+            "Check every shape of a suite file: its kwargs against the reference and input "
+            "generator, its W/Q against the work model, its weight. Exit 0 when there are no "
+            "errors, 2 when there are (the report lists them)."
+        ),
+    )
+    validate.add_argument("suite_json", help="a suite .json file (a draft need not be sealed)")
+    validate.add_argument(
+        "--device",
+        default="meta",
+        choices=("meta", "cpu"),
+        help="where inputs are drawn (default: meta, which allocates nothing)",
+    )
+    validate.add_argument("--out", default=None, help="write the report here (default: stdout)")
     return parser
+
+
+def command_validate_suite(args: argparse.Namespace) -> int:
+    """Validate a suite file, write the report (JSON), print a summary; return the exit code."""
+    import json
+
+    from evaluator.validate import SCHEMA, validate_suite
+
+    path = Path(args.suite_json)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        report = {
+            "schema": SCHEMA,
+            "suite": None,
+            "hash": None,
+            "ok": False,
+            "errors": [
+                {"operator": None, "shape_id": None, "message": f"Cannot read {path}: {exc}"}
+            ],
+            "warnings": [],
+            "checked": 0,
+            "skipped": 0,
+            "device": args.device,
+        }
+    else:
+        report = validate_suite(data, device=args.device)
+    text = json.dumps(report, indent=1, sort_keys=True) + "\n"
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    for entry in report["errors"]:
+        print(f"error: {entry['message']}", file=sys.stderr)
+    print(
+        f"{report['suite']}: {'ok' if report['ok'] else 'NOT ok'}, {len(report['errors'])} "
+        f"error(s), {len(report['warnings'])} warning(s), {report['checked']} shape(s) checked, "
+        f"{report['skipped']} skipped",
+        file=sys.stderr,
+    )
+    return EXIT_OK if report["ok"] else EXIT_USER
 
 
 def _error_document(args: argparse.Namespace, error: dict[str, str]) -> dict[str, Any]:
@@ -168,4 +227,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
         return command_run(args)
+    if args.command == "validate-suite":
+        return command_validate_suite(args)
     return EXIT_PLATFORM

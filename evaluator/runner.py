@@ -33,6 +33,7 @@ from evaluator.hardware import HardwareProfile, get_profile
 from evaluator.results import operator_entry, results_document, shape_entry
 from evaluator.scoring import operator_score, summarize
 from evaluator.suite import ShapeSpec, Suite, load_suite
+from evaluator.upstream import load_suite_with_sources
 
 DEFAULT_HARDWARE = {"cpu": "cpu-dev", "cuda": "h200-sxm"}
 DEFAULT_SHAPE_SET = {"cpu": "smoke", "cuda": "full"}
@@ -253,8 +254,9 @@ def _job(
     device: str,
     seed: int,
     time_budget_s: float | None,
+    operator_source: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    return {
+    job: dict[str, Any] = {
         "operator": operator,
         "bundle_dir": str(bundle_dir),
         "module_path": manifest.operators[operator],
@@ -272,6 +274,10 @@ def _job(
             for s in shapes
         ],
     }
+    if operator_source is not None:
+        # An operator the evaluator does not implement: the child loads it from these.
+        job["operator_source"] = dict(operator_source)
+    return job
 
 
 @dataclass
@@ -310,6 +316,7 @@ def _evaluate_operator(
     time_budget_s: float | None,
     shape_timeout_s: float,
     state: RunState,
+    operator_source: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     threshold = suite.threshold_own_share
     by_id = {shape.shape_id: shape for shape in shapes}
@@ -349,6 +356,7 @@ def _evaluate_operator(
             device=device,
             seed=seed,
             time_budget_s=time_budget_s,
+            operator_source=operator_source,
         )
         outcome = run_operator_child(
             job=job,
@@ -382,12 +390,15 @@ def _evaluate_operator(
 
 def _resolve_inputs(
     suite: Suite | str, hardware: HardwareProfile | str | None, device: str
-) -> tuple[Suite, HardwareProfile]:
-    loaded = load_suite(suite) if isinstance(suite, str) else suite
+) -> tuple[Suite, HardwareProfile, dict[str, dict[str, str]]]:
+    if isinstance(suite, str):
+        loaded, sources = load_suite_with_sources(suite)
+    else:
+        loaded, sources = suite, {}
     if hardware is None:
         hardware = DEFAULT_HARDWARE["cuda" if device.startswith("cuda") else "cpu"]
     profile = get_profile(hardware) if isinstance(hardware, str) else hardware
-    return loaded, profile
+    return loaded, profile, sources
 
 
 def run_bundle(
@@ -404,6 +415,7 @@ def run_bundle(
     log_dir: str | os.PathLike[str] | None = None,
     shape_timeout_s: float | None = None,
     operator_hint: str | None = None,
+    operator_sources: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Evaluate a bundle on this machine and return the results document (atrex-results/1).
 
@@ -412,10 +424,16 @@ def run_bundle(
     CUDA; a random seed). A bundle the user must fix gives a document whose ``error``
     has a ``bundle:*`` code. Child logs go to ``log_dir`` (``<operator>.log``), or are
     discarded with the run's scratch space when it is None.
+
+    Operators that the evaluator does not implement run from their uploaded sources
+    (``operator_sources``, ``{slug: {"reference.py": ..., "input.py": ...}}``; read from
+    the suite file's ``operator_sources`` when ``suite`` is a path; see
+    ``evaluator.upstream``).
     """
     started, started_at = time.monotonic(), _now()
     device_kind = "cuda" if device.startswith("cuda") else "cpu"
-    full_suite, profile = _resolve_inputs(suite, hardware, device)
+    full_suite, profile, file_sources = _resolve_inputs(suite, hardware, device)
+    sources = dict(operator_sources) if operator_sources is not None else file_sources
     run_suite = full_suite.restrict(operators) if operators else full_suite
     shape_set = shape_set or DEFAULT_SHAPE_SET[device_kind]
     seed = seed if seed is not None else int.from_bytes(os.urandom(8), "big") >> 1
@@ -460,6 +478,14 @@ def run_bundle(
                         time_budget_s=time_budget_s,
                         shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S,
                         state=state,
+                        operator_source=(
+                            {
+                                "files": dict(sources[operator]),
+                                "dtype": run_suite.operator(operator).dtype,
+                            }
+                            if operator in sources
+                            else None
+                        ),
                     )
                 )
     scores = summarize(operators=entries, importance=run_suite.importance()) if not error else None

@@ -30,10 +30,22 @@ SUITES_DIR = Path(__file__).parent / "suites"
 SHAPE_SETS: tuple[str, ...] = ("full", "smoke")
 VISIBILITIES: tuple[str, ...] = ("public", "hidden")
 IMPORTANCE_TOLERANCE = 1e-9
+# A shape whose ``source`` starts with this carries the upstream release's published
+# kwargs and W/Q figures (e.g. "atrex-bench release eb8697d5 (Apache-2.0)").
+RELEASE_SOURCE_PREFIX = "atrex-bench release"
 
 
 def _invalid(message: str) -> UserError:
     return UserError(message, code="suite:invalid")
+
+
+@dataclass(frozen=True)
+class SuiteProblem:
+    """One broken suite invariant: the operator and shape it concerns (None: the suite)."""
+
+    operator: str | None
+    shape_id: str | None
+    message: str
 
 
 @dataclass(frozen=True)
@@ -42,7 +54,8 @@ class ShapeSpec:
 
     ``weight`` is relative within the operator. ``w_flops`` maps dtype names ("bf16",
     "fp8_e4m3", ...) to FLOPs; ``q_read``/``q_write`` are bytes. Hidden shapes are scored
-    but never shown to agents; smoke shapes form the small set run on a CPU.
+    but never shown to agents. Smoke shapes (``smoke=True``) form the separate, small set
+    run on a CPU (the "smoke" shape set); they are not part of the "full" set.
     """
 
     operator: str
@@ -62,6 +75,11 @@ class ShapeSpec:
     def q_total(self) -> int:
         """Bytes read plus bytes written."""
         return self.q_read + self.q_write
+
+    @property
+    def from_release(self) -> bool:
+        """Whether the shape is one the upstream release published (its W/Q as published)."""
+        return self.source.startswith(RELEASE_SOURCE_PREFIX)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the shape."""
@@ -216,7 +234,11 @@ class Suite:
         return [entry.slug for entry in self.operators]
 
     def shapes_for(self, operator: str, shape_set: str = "full") -> list[ShapeSpec]:
-        """The shapes of ``operator``: all of them ("full") or those marked smoke ("smoke")."""
+        """The shapes of ``operator`` in one shape set, in suite order.
+
+        The two sets are disjoint: "full" holds the shapes not marked smoke (the scored
+        benchmark shapes), "smoke" only those marked smoke (the small CPU set).
+        """
         self.operator(operator)
         if shape_set not in SHAPE_SETS:
             raise UserError(
@@ -226,7 +248,7 @@ class Suite:
         return [
             shape
             for shape in self.shapes
-            if shape.operator == operator and (shape_set == "full" or shape.smoke)
+            if shape.operator == operator and shape.smoke == (shape_set == "smoke")
         ]
 
     def importance(self) -> dict[str, float]:
@@ -269,76 +291,119 @@ class Suite:
         Operators unique with importance >= 0 summing to 1 (within 1e-9); every shape's
         operator listed; (operator, shape_id) unique; weights >= 0; W keyed by known
         dtypes with counts >= 0; Q counts >= 0; visibility public or hidden; a non-empty
-        smoke set for every operator; 0 <= threshold_own_share <= 1.
+        smoke set for every operator; 0 <= threshold_own_share <= 1. The first problem
+        found (see :meth:`problems`) is raised.
         """
+        problems = self.problems()
+        if problems:
+            raise _invalid(problems[0].message)
+
+    def problems(self) -> list[SuiteProblem]:
+        """Every broken invariant of :meth:`validate`, in the order validate checks them."""
+        found: list[SuiteProblem] = []
         if not self.name or not self.version:
-            raise _invalid("A suite needs a name and a version.")
+            found.append(SuiteProblem(None, None, "A suite needs a name and a version."))
         if not _is_number(self.threshold_own_share) or not 0 <= self.threshold_own_share <= 1:
-            raise _invalid(
-                f"Suite {self.slug}: threshold_own_share must be in [0, 1], "
-                f"got {self.threshold_own_share!r}."
+            found.append(
+                SuiteProblem(
+                    None,
+                    None,
+                    f"Suite {self.slug}: threshold_own_share must be in [0, 1], "
+                    f"got {self.threshold_own_share!r}.",
+                )
             )
         if not self.operators:
-            raise _invalid(f"Suite {self.slug} has no operators.")
-        self._validate_operators()
+            found.append(SuiteProblem(None, None, f"Suite {self.slug} has no operators."))
+            return found
+        found.extend(self._operator_problems())
         seen: set[tuple[str, str]] = set()
         for shape in self.shapes:
-            self._validate_shape(shape)
+            found.extend(self._shape_problems(shape))
             key = (shape.operator, shape.shape_id)
             if key in seen:
-                raise _invalid(
-                    f"Suite {self.slug}: shape {shape.operator}/{shape.shape_id} appears twice."
+                found.append(
+                    SuiteProblem(
+                        shape.operator,
+                        shape.shape_id,
+                        f"Suite {self.slug}: shape {shape.operator}/{shape.shape_id} "
+                        f"appears twice.",
+                    )
                 )
             seen.add(key)
         smoke_counts = {entry.slug: 0 for entry in self.operators}
         for shape in self.shapes:
-            smoke_counts[shape.operator] += int(shape.smoke)
+            if shape.operator in smoke_counts:
+                smoke_counts[shape.operator] += int(shape.smoke)
         for slug, count in smoke_counts.items():
             if count == 0:
-                raise _invalid(f"Suite {self.slug}: operator {slug!r} has no smoke shape.")
+                found.append(
+                    SuiteProblem(
+                        slug, None, f"Suite {self.slug}: operator {slug!r} has no smoke shape."
+                    )
+                )
+        return found
 
-    def _validate_operators(self) -> None:
+    def _operator_problems(self) -> list[SuiteProblem]:
+        found: list[SuiteProblem] = []
         seen: set[str] = set()
         for entry in self.operators:
             if entry.slug in seen:
-                raise _invalid(f"Suite {self.slug}: operator {entry.slug!r} is listed twice.")
+                found.append(
+                    SuiteProblem(
+                        entry.slug,
+                        None,
+                        f"Suite {self.slug}: operator {entry.slug!r} is listed twice.",
+                    )
+                )
             seen.add(entry.slug)
             for key in ("importance", "importance_raw"):
                 value = getattr(entry, key)
                 if not _is_number(value) or value < 0:
-                    raise _invalid(
-                        f"Suite {self.slug}: operator {entry.slug!r} has {key} {value!r}; "
-                        f"it must be a finite number >= 0."
+                    found.append(
+                        SuiteProblem(
+                            entry.slug,
+                            None,
+                            f"Suite {self.slug}: operator {entry.slug!r} has {key} {value!r}; "
+                            f"it must be a finite number >= 0.",
+                        )
                     )
-        total = math.fsum(entry.importance for entry in self.operators)
-        if abs(total - 1.0) > IMPORTANCE_TOLERANCE:
-            raise _invalid(
-                f"Suite {self.slug}: operator importance sums to {total!r}, not 1 "
-                f"(within {IMPORTANCE_TOLERANCE})."
-            )
+        if all(_is_number(entry.importance) for entry in self.operators):
+            total = math.fsum(entry.importance for entry in self.operators)
+            if abs(total - 1.0) > IMPORTANCE_TOLERANCE:
+                found.append(
+                    SuiteProblem(
+                        None,
+                        None,
+                        f"Suite {self.slug}: operator importance sums to {total!r}, not 1 "
+                        f"(within {IMPORTANCE_TOLERANCE}).",
+                    )
+                )
+        return found
 
-    def _validate_shape(self, shape: ShapeSpec) -> None:
+    def _shape_problems(self, shape: ShapeSpec) -> list[SuiteProblem]:
         where = f"Suite {self.slug}: shape {shape.operator}/{shape.shape_id}"
+        messages: list[str] = []
         if shape.operator not in {entry.slug for entry in self.operators}:
-            raise _invalid(f"{where} belongs to an operator the suite does not list.")
+            messages.append(f"{where} belongs to an operator the suite does not list.")
         if not _is_number(shape.weight) or shape.weight < 0:
-            raise _invalid(f"{where} has weight {shape.weight!r}; it must be >= 0.")
+            messages.append(f"{where} has weight {shape.weight!r}; it must be >= 0.")
         if shape.visibility not in VISIBILITIES:
-            raise _invalid(
+            messages.append(
                 f"{where} has visibility {shape.visibility!r}; use one of "
                 f"{', '.join(VISIBILITIES)}."
             )
         for dtype, flops in shape.w_flops.items():
             if dtype not in DTYPE_TO_PATH:
-                raise _invalid(
+                messages.append(
                     f"{where}: w_flops dtype {dtype!r} is unknown; known: "
                     f"{', '.join(DTYPE_TO_PATH)}."
                 )
             if not _is_count(flops):
-                raise _invalid(f"{where}: w_flops[{dtype!r}] = {flops!r} is not a count >= 0.")
+                messages.append(f"{where}: w_flops[{dtype!r}] = {flops!r} is not a count >= 0.")
         for key in ("q_read", "q_write"):
             if not _is_count(getattr(shape, key)):
-                raise _invalid(f"{where}: {key} = {getattr(shape, key)!r} is not a count >= 0.")
+                messages.append(f"{where}: {key} = {getattr(shape, key)!r} is not a count >= 0.")
+        return [SuiteProblem(shape.operator, shape.shape_id, message) for message in messages]
 
     def _content(self) -> dict[str, Any]:
         return {

@@ -6,6 +6,8 @@ evaluator runs, content-hashed; the Operator/Shape rows are a browsable copy of 
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 
 
@@ -66,6 +68,13 @@ class SuiteVersion(models.Model):
     threshold_own_share = models.FloatField(default=0.8)
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)
+    # The version a draft was copied from (what its diff is shown against).
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["name", "-published_at"]
@@ -80,14 +89,28 @@ class SuiteVersion(models.Model):
     def slug(self) -> str:
         return f"{self.name}-{self.version}"
 
+    @property
+    def is_published(self) -> bool:
+        return self.status == self.Status.PUBLISHED
+
 
 class SuiteOperator(models.Model):
     suite_version = models.ForeignKey(
         SuiteVersion, on_delete=models.CASCADE, related_name="suite_operators"
     )
     operator = models.ForeignKey(Operator, on_delete=models.PROTECT, related_name="+")
-    importance = models.FloatField(help_text="Normalised: the suite's importances sum to 1.")
+    importance = models.FloatField(
+        validators=[MinValueValidator(0.0)],
+        help_text="Relative weight of the operator; renormalised to sum to 1 on publish.",
+    )
     importance_raw = models.FloatField(default=0.0)
+    enabled = models.BooleanField(
+        default=True, help_text="Disabled operators are left out of the published suite."
+    )
+    description = models.TextField(blank=True)
+    # For an operator the evaluator does not implement: {"reference.py": ..., "input.py": ...}
+    # from an upstream-format upload. Stored and shipped to workers, never run by the site.
+    sources = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-importance"]
@@ -96,6 +119,9 @@ class SuiteOperator(models.Model):
                 fields=["suite_version", "operator"], name="suite_operator_unique"
             )
         ]
+
+    def __str__(self) -> str:
+        return f"{self.operator.slug} in {self.suite_version}"
 
 
 class Shape(models.Model):
@@ -108,7 +134,7 @@ class Shape(models.Model):
     shape_id = models.CharField(max_length=40)
     init_kwargs = models.JSONField(default=dict)
     input_kwargs = models.JSONField(default=dict)
-    weight = models.FloatField(default=1.0)
+    weight = models.FloatField(default=1.0, validators=[MinValueValidator(0.0)])
     w_flops = models.JSONField(default=dict)
     q_read = models.BigIntegerField()
     q_write = models.BigIntegerField()
@@ -116,6 +142,9 @@ class Shape(models.Model):
         max_length=8, choices=Visibility.choices, default=Visibility.PUBLIC
     )
     smoke = models.BooleanField(default=False)
+    enabled = models.BooleanField(
+        default=True, help_text="Disabled shapes are left out of the published suite."
+    )
     source = models.CharField(max_length=200, blank=True)
     description = models.TextField(blank=True)
 
@@ -126,6 +155,9 @@ class Shape(models.Model):
                 fields=["suite_version", "operator", "shape_id"], name="shape_unique"
             )
         ]
+
+    def __str__(self) -> str:
+        return f"{self.operator.slug}/{self.shape_id} ({self.suite_version})"
 
 
 class Score(models.Model):
@@ -151,3 +183,6 @@ class Score(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["suite_version", "hardware", "-aggregate"])]
+
+    def __str__(self) -> str:
+        return f"{self.submission_id}: {self.aggregate:.4f}"

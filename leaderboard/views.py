@@ -17,7 +17,11 @@ def board(request: HttpRequest) -> HttpResponse:
     ):
         raise Http404("No such suite version or hardware profile.")
     operators = selectors.suite_operators(suite=suite) if suite else []
-    rows = list(selectors.leaderboard_rows(suite=suite, hardware=hardware)) if suite and hardware else []
+    rows = (
+        list(selectors.leaderboard_rows(suite=suite, hardware=hardware))
+        if suite and hardware
+        else []
+    )
     table = [
         {
             "rank": rank,

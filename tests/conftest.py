@@ -66,7 +66,9 @@ def _database_url() -> str:
 
 
 @pytest.fixture(scope="session")
-def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
+def celery_worker_process(
+    django_db_setup, close_other_db_sessions_at_the_end, django_db_blocker, tmp_path_factory
+):
     """A real Celery worker process on the test broker (Redis when it answers), consuming the
     CPU profile's queue and writing to the test database. Yields its log path."""
     import os
@@ -111,8 +113,8 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
         process.wait()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _close_other_sessions_before_dropping_the_test_database(django_db_setup, django_db_blocker):
+@pytest.fixture(scope="session")
+def close_other_db_sessions_at_the_end(django_db_setup, django_db_blocker):
     """Torn down just before the test database is dropped: sessions of processes and threads
     that the tests started (worker, live server) may linger a moment after they end; wait
     for them, then end the stragglers, so that the database can be dropped."""

@@ -39,7 +39,7 @@ elif POSTGRES_AVAILABLE:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.postgresql",
-            "NAME": "atrex",
+            "NAME": "postgres",  # exists on every server; the tests use TEST.NAME
             "USER": "postgres",
             "HOST": "127.0.0.1",
             "PORT": "5432",

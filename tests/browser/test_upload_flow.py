@@ -41,7 +41,7 @@ def page(tmp_path):
 
 
 def test_upload_in_the_browser_reaches_the_board(
-    page, live_server, catalogue, celery_worker_process, tmp_path
+    close_other_db_sessions_at_the_end, page, live_server, catalogue, celery_worker_process, tmp_path
 ):
     bundle = tmp_path / "my-kernels.zip"
     bundle.write_bytes(zip_folder(EXAMPLE_BUNDLES_DIR / "triton-baseline"))

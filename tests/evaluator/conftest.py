@@ -16,8 +16,6 @@ import pytest
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared"
-ATREX_DATA = SHARED / "atrex-bench" / "data"
 EXAMPLES = REPO / "examples" / "bundles"
 TRITON_BASELINE = EXAMPLES / "triton-baseline"
 PYTORCH_EAGER = EXAMPLES / "pytorch-eager"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -11,8 +10,7 @@ import pytest
 
 from evaluator.errors import PlatformError, UnknownHardwareError
 from evaluator.hardware import DTYPE_TO_PATH, PATHS, PROFILES, HardwareProfile, get_profile
-
-RELEASE_DIR = Path(os.environ.get("ATREX_BENCH_DIR", "/work/shared/atrex-bench"))
+from tests.release import RELEASE_DIR, require_release
 
 
 def _yaml_numbers(path: Path) -> dict[str, float]:
@@ -49,9 +47,8 @@ def test_h200_and_h100_differ_only_in_bandwidth():
 
 
 def test_h20_profile_copies_the_release_yaml():
+    require_release()
     yaml_path = RELEASE_DIR / "hardware" / "H20.yaml"
-    if not yaml_path.is_file():
-        pytest.skip(f"Atrex-Bench release not at {RELEASE_DIR} (set ATREX_BENCH_DIR)")
     numbers = _yaml_numbers(yaml_path)
     profile = get_profile("h20")
     assert profile.peak_flops == {path: numbers[path] for path in PATHS}

@@ -9,8 +9,9 @@ import torch
 
 from evaluator.errors import UnknownOperatorError
 from evaluator.operators import OPERATORS, get_operator
+from tests.release import require_release
 
-from .conftest import ATREX_DATA, KNOWN
+from .conftest import KNOWN
 
 BF16 = torch.bfloat16
 CPU = torch.device("cpu")
@@ -118,9 +119,7 @@ def test_silu_and_mul_empty_shape_means_one_element():
 
 @pytest.mark.parametrize("operator", KNOWN)
 def test_work_model_matches_every_published_shape(operator):
-    directory = ATREX_DATA / operator
-    if not directory.is_dir():
-        pytest.skip(f"published data not found at {directory}")
+    directory = require_release() / operator
     shapes = json.loads((directory / "shapes.json").read_text())
     roofline = json.loads((directory / "roofline.json").read_text())["shapes"]
     spec = get_operator(operator)

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from pathlib import Path
 
 import pytest
 
 from evaluator.errors import PlatformError
 from evaluator.hardware import HardwareProfile, get_profile
 from evaluator.roofline import bottleneck, roofline_fraction, t_sol_seconds
+from tests.release import DATA_DIR, require_release
 
-DATA_DIR = Path(os.environ.get("ATREX_BENCH_DIR", "/work/shared/atrex-bench")) / "data"
-needs_release = pytest.mark.skipif(
-    not DATA_DIR.is_dir(), reason=f"Atrex-Bench release data not at {DATA_DIR}"
-)
+needs_release = pytest.mark.usefixtures("release_data")
+
+
+@pytest.fixture
+def release_data():
+    return require_release()
+
+
 # The release's second SKU (hardware/XPU-A.yaml): no TF32 path, other ratios than H20.
 XPU_A = HardwareProfile(
     slug="xpu-a",

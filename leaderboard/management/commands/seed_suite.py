@@ -21,6 +21,5 @@ class Command(BaseCommand):
                 version = suite_version_import(suite=load_suite(name))
             except AtrexError as error:
                 raise CommandError(f"{name}: {error.message}") from error
-            self.stdout.write(
-                f"suite {version.slug}: {version.shapes.count()} shapes, {version.content_hash[:19]}…"
-            )
+            shapes, digest = version.shapes.count(), version.content_hash[:19]
+            self.stdout.write(f"suite {version.slug}: {shapes} shapes, {digest}…")
