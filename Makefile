@@ -33,6 +33,7 @@ demo: install
 	$(PY) manage.py rundev
 
 test: install browser
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install

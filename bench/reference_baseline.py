@@ -48,7 +48,6 @@ def time_reference(spec, shape, *, device: str, budget_s: float) -> dict:
         min_reps = 3 if first_call_s > SLOW_CALL_S else 10
         timer = make_timer(device, min_reps=min_reps)
         result = timer.measure(lambda: model(**inputs), budget_s=budget_s, warmup=1)
-    del inputs, model
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
     return {
@@ -96,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
                 shapes.append(row)
                 continue
             t_sol = t_sol_seconds(
-                w_flops=shape.w_flops, q_read=shape.q_read, q_write=shape.q_write,
+                w_flops=shape.w_flops,
+                q_read=shape.q_read,
+                q_write=shape.q_write,
                 hardware=hardware,
             )
             try:
@@ -110,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             row.update(
                 status="pass",  # the reference is correct by definition; scored as eager
                 t_sol_ms=t_sol * 1e3,
-                roofline_fraction=roofline_fraction(t_sol_s=t_sol, t_measured_s=row["time_ms"] / 1e3),
+                roofline_fraction=roofline_fraction(
+                    t_sol_s=t_sol, t_measured_s=row["time_ms"] / 1e3
+                ),
             )
             shapes.append(row)
         done = [s for s in shapes if s["status"] == "pass"]
@@ -129,8 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     report["aggregate_if_counted"] = aggregate_score(operator_scores=scores, importance=importance)
     report["finished_at"] = datetime.now(UTC).isoformat()
     out.write_text(json.dumps(report, indent=1))
-    print(f"aggregate (if the eager reference were counted as a pass): "
-          f"{report['aggregate_if_counted']:.4f}")
+    print(
+        f"aggregate (if the eager reference were counted as a pass): "
+        f"{report['aggregate_if_counted']:.4f}"
+    )
     not_run = sum(s["status"] == "not_run" for op in report["operators"] for s in op["shapes"])
     errors = sum(s["status"] == "runtime_error" for op in report["operators"] for s in op["shapes"])
     print(f"shapes not run: {not_run}, errors: {errors}")

@@ -42,4 +42,3 @@ class LeaderboardApi(APIView):
                 ],
             }
         )
-

@@ -387,6 +387,13 @@ def shape_update(*, shape: Shape, **fields: Any) -> Shape:
 
 
 @transaction.atomic
+def shape_delete(*, shape: Shape) -> None:
+    """Remove a shape from a draft (use ``enabled=False`` to keep it for later)."""
+    _require_draft(shape.suite_version)
+    shape.delete()
+
+
+@transaction.atomic
 def operator_update(
     *,
     suite_operator: SuiteOperator,

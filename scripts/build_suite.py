@@ -269,6 +269,11 @@ SMOKE_SHAPES: dict[str, tuple[SmokeShape, ...]] = {
             {"hidden_size": 320, "token_count": 37},
             "hidden size not a power of two (like 1280, 5120)",
         ),
+        _smoke(
+            {"eps": 1e-06},
+            {"hidden_size": 1280, "token_count": 5},
+            "the published hidden size 1280, a few tokens",
+        ),
     ),
     "fused_moe": (
         _smoke(
@@ -586,6 +591,7 @@ SMOKE_SHAPES: dict[str, tuple[SmokeShape, ...]] = {
     "silu_and_mul": (
         _smoke({}, {"shape": [1, 384]}, "one row, d = 192 (not a power of two)"),
         _smoke({}, {"shape": [37, 512]}, "37 rows, d = 256"),
+        _smoke({}, {"shape": [5, 2560]}, "a few rows, d = 1280 (like [1, 2560])"),
     ),
     "topk_filter": (
         _smoke({"top_k": 50}, {"hidden_size": 2048, "seq_len": 1}, "one row of 2048 logits"),

@@ -21,6 +21,14 @@ class SubmissionAdmin(admin.ModelAdmin):
 
 @admin.register(EvaluationRun)
 class EvaluationRunAdmin(admin.ModelAdmin):
-    list_display = ["pk", "submission", "attempt", "status", "worker", "shapes_done", "shapes_total"]
+    list_display = [
+        "pk",
+        "submission",
+        "attempt",
+        "status",
+        "worker",
+        "shapes_done",
+        "shapes_total",
+    ]
     list_filter = ["status", "queue"]
     readonly_fields = ["results", "environment", "log_tail"]

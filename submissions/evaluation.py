@@ -180,7 +180,9 @@ def run_evaluator(
         try:
             results = json.loads(job.results_path.read_text())
         except json.JSONDecodeError as error:
-            raise EvaluatorCrashed(f"The evaluator wrote an unreadable results file: {error}")
+            raise EvaluatorCrashed(
+                f"The evaluator wrote an unreadable results file: {error}"
+            ) from error
     log_tail = _tail(job.log_path)
     if results is None:
         raise EvaluatorCrashed(

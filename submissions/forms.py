@@ -19,7 +19,9 @@ class BundleUploadForm(forms.Form):
             "or a single <operator>.py."
         ),
     )
-    title = forms.CharField(max_length=200, required=False, help_text="Defaults to atrex.toml's title.")
+    title = forms.CharField(
+        max_length=200, required=False, help_text="Defaults to atrex.toml's title."
+    )
     visibility = forms.ChoiceField(
         choices=Submission.Visibility.choices, initial=Submission.Visibility.PUBLIC
     )

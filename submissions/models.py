@@ -109,6 +109,9 @@ class StatusChange(models.Model):
     class Meta:
         ordering = ["at", "pk"]
 
+    def __str__(self) -> str:
+        return f"{self.from_status or '·'} → {self.to_status}"
+
 
 class EvaluationRun(models.Model):
     """One attempt to evaluate a submission on one worker."""
@@ -148,9 +151,14 @@ class EvaluationRun(models.Model):
             models.UniqueConstraint(fields=["submission", "attempt"], name="run_attempt_unique")
         ]
 
+    def __str__(self) -> str:
+        return f"run {self.pk} of submission {self.submission_id} (attempt {self.attempt})"
+
 
 class OperatorResult(models.Model):
-    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="operator_results")
+    run = models.ForeignKey(
+        EvaluationRun, on_delete=models.CASCADE, related_name="operator_results"
+    )
     operator = models.CharField(max_length=60)
     status = models.CharField(max_length=20)
     score = models.FloatField(default=0.0)
@@ -163,6 +171,9 @@ class OperatorResult(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "operator"], name="operator_result_unique")
         ]
+
+    def __str__(self) -> str:
+        return f"{self.operator}: {self.status}"
 
 
 class ShapeResult(models.Model):
@@ -189,3 +200,6 @@ class ShapeResult(models.Model):
                 fields=["run", "operator", "shape_id"], name="shape_result_unique"
             )
         ]
+
+    def __str__(self) -> str:
+        return f"{self.operator}/{self.shape_id}: {self.status}"

@@ -199,13 +199,13 @@ def submission_validate(*, submission: Submission) -> None:
     submission.model_name = submission.model_name or str(metadata.get("model") or "")
     submission.agent_name = submission.agent_name or str(metadata.get("agent") or "")
     submission.notes = submission.notes or str(metadata.get("notes") or "")
-    submission.save(
-        update_fields=["manifest", "title", "dsl", "model_name", "agent_name", "notes"]
-    )
+    submission.save(update_fields=["manifest", "title", "dsl", "model_name", "agent_name", "notes"])
     submission_enqueue(submission=submission, from_status=Status.VALIDATING)
 
 
-def submission_enqueue(*, submission: Submission, from_status: str, note: str = "") -> EvaluationRun:
+def submission_enqueue(
+    *, submission: Submission, from_status: str, note: str = ""
+) -> EvaluationRun:
     """Create the next evaluation run and send its id to the hardware's queue on commit."""
     with transaction.atomic():
         if not submission_transition(
@@ -264,7 +264,9 @@ def evaluation_run_execute(*, run_id: int) -> EvaluationRun | None:
         return run
     run.refresh_from_db()
     submission = run.submission
-    submission_transition(submission=submission, from_status=Status.QUEUED, to_status=Status.RUNNING)
+    submission_transition(
+        submission=submission, from_status=Status.QUEUED, to_status=Status.RUNNING
+    )
     job = evaluation.EvaluatorJob(
         bundle_path=submission.upload.path,
         suite_definition=submission.suite_version.definition,

@@ -7,12 +7,14 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 
-
-
 def pytest_report_header(config) -> list[str]:
     database = settings.DATABASES["default"]
     engine = database["ENGINE"].rsplit(".", 1)[-1]
-    where = f"{database.get('HOST') or ''}:{database.get('PORT') or ''}" if database.get("HOST") else database["NAME"]
+    where = (
+        f"{database.get('HOST') or ''}:{database.get('PORT') or ''}"
+        if database.get("HOST")
+        else database["NAME"]
+    )
     return [
         f"atrex: database = {engine} ({where})",
         f"atrex: celery broker = {settings.CELERY_BROKER_URL}",
@@ -149,4 +151,6 @@ def wait_for_status(submission, statuses: set[str], timeout_s: float = 240.0):
         if submission.status in statuses:
             return submission
         time.sleep(0.5)
-    raise AssertionError(f"submission #{submission.pk} still {submission.status} after {timeout_s} s")
+    raise AssertionError(
+        f"submission #{submission.pk} still {submission.status} after {timeout_s} s"
+    )

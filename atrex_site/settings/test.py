@@ -67,6 +67,7 @@ STORAGES = {
 }
 CELERY_BROKER_URL = TEST_BROKER_URL
 if TEST_BROKER_URL.startswith("filesystem://"):
+    (VAR_DIR / "test-broker").mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(VAR_DIR / "test-broker"),
         "data_folder_out": str(VAR_DIR / "test-broker"),

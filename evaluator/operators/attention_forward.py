@@ -30,11 +30,14 @@ from evaluator.operators._attention import (
 )
 from evaluator.operators.base import OperatorSpec, Work, randn_bf16
 
-CHECKER_NOTES = ATTENTION_CHECKER_NOTES + """\
+CHECKER_NOTES = (
+    ATTENTION_CHECKER_NOTES
+    + """\
 Not causal: a candidate that masks fails. Published shapes are single sequences; validation
 variants need several sequences of different lengths (cu_seqlens) and, ideally,
 cu_seqlens_k ≠ cu_seqlens_q.
 """
+)
 
 
 class Model(nn.Module):

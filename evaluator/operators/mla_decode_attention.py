@@ -25,10 +25,13 @@ from evaluator.operators._attention import (
 )
 from evaluator.operators.base import OperatorSpec, Work, randn_bf16
 
-CHECKER_NOTES = ATTENTION_CHECKER_NOTES + """\
+CHECKER_NOTES = (
+    ATTENTION_CHECKER_NOTES
+    + """\
 Output (B, nh, r) bf16. The value is the first r = kv_lora_rank dims of the same cache rows as
 the key; the scale is 1/√(r + rp), not 1/√r.
 """
+)
 
 
 class Model(nn.Module):

@@ -26,7 +26,9 @@ from evaluator.operators._attention import (
 )
 from evaluator.operators.base import OperatorSpec, Work
 
-CHECKER_NOTES = ATTENTION_CHECKER_NOTES + """\
+CHECKER_NOTES = (
+    ATTENTION_CHECKER_NOTES
+    + """\
 Output dtype is bf16 or fp16 (the shape's `dtype`); ATTENTION_POLICY for both (a kernel that
 rounds P to fp16 is well inside it). Published block tables are sequential and the 16 spare
 blocks are never referenced: validation variants should permute the physical blocks
@@ -34,6 +36,7 @@ blocks are never referenced: validation variants should permute the physical blo
 seq_lens per sequence (zeros for L ≤ 0), so that a kernel ignoring block_tables or seq_lens
 fails.
 """
+)
 
 _DTYPES = {"bf16": torch.bfloat16}
 

@@ -34,13 +34,16 @@ from evaluator.operators._attention import (
 )
 from evaluator.operators.base import OperatorSpec, Work, randn_bf16
 
-CHECKER_NOTES = ATTENTION_CHECKER_NOTES + """\
+CHECKER_NOTES = (
+    ATTENTION_CHECKER_NOTES
+    + """\
 Every published shape has n_s = L_s (causal prefill). Validation variants should shuffle the
 physical blocks (permute k_cache/v_cache blocks and remap block_table consistently: the
 reference output is unchanged) so that a kernel ignoring block_table fails; a variant with
 n_s ≠ L_s would test the reference's no-mask quirk, which is not what vLLM does, so it should
 not be used to judge candidates.
 """
+)
 
 
 def _gather_blocks(cache: torch.Tensor, blocks: torch.Tensor, length: int) -> torch.Tensor:

@@ -5,108 +5,168 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='HardwareProfile',
+            name="HardwareProfile",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('slug', models.SlugField(unique=True)),
-                ('name', models.CharField(max_length=120)),
-                ('device_kind', models.CharField(choices=[('cuda', 'CUDA GPU'), ('cpu', 'CPU (development)')], max_length=8)),
-                ('peak_flops', models.JSONField()),
-                ('hbm_bytes_per_s', models.FloatField()),
-                ('source', models.CharField(max_length=200)),
-                ('notes', models.TextField(blank=True)),
-                ('enabled', models.BooleanField(default=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("slug", models.SlugField(unique=True)),
+                ("name", models.CharField(max_length=120)),
+                (
+                    "device_kind",
+                    models.CharField(
+                        choices=[("cuda", "CUDA GPU"), ("cpu", "CPU (development)")], max_length=8
+                    ),
+                ),
+                ("peak_flops", models.JSONField()),
+                ("hbm_bytes_per_s", models.FloatField()),
+                ("source", models.CharField(max_length=200)),
+                ("notes", models.TextField(blank=True)),
+                ("enabled", models.BooleanField(default=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Operator',
+            name="Operator",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('slug', models.SlugField(unique=True)),
-                ('atrex_id', models.CharField(blank=True, max_length=20)),
-                ('description', models.TextField(blank=True)),
-                ('dtype', models.CharField(blank=True, max_length=20)),
-                ('phase', models.CharField(blank=True, max_length=20)),
-                ('enabled', models.BooleanField(default=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("slug", models.SlugField(unique=True)),
+                ("atrex_id", models.CharField(blank=True, max_length=20)),
+                ("description", models.TextField(blank=True)),
+                ("dtype", models.CharField(blank=True, max_length=20)),
+                ("phase", models.CharField(blank=True, max_length=20)),
+                ("enabled", models.BooleanField(default=True)),
             ],
             options={
-                'ordering': ['slug'],
+                "ordering": ["slug"],
             },
         ),
         migrations.CreateModel(
-            name='Shape',
+            name="Shape",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('shape_id', models.CharField(max_length=40)),
-                ('init_kwargs', models.JSONField(default=dict)),
-                ('input_kwargs', models.JSONField(default=dict)),
-                ('weight', models.FloatField(default=1.0)),
-                ('w_flops', models.JSONField(default=dict)),
-                ('q_read', models.BigIntegerField()),
-                ('q_write', models.BigIntegerField()),
-                ('visibility', models.CharField(choices=[('public', 'Public'), ('hidden', 'Hidden (scored, never shown to agents)')], default='public', max_length=8)),
-                ('smoke', models.BooleanField(default=False)),
-                ('source', models.CharField(blank=True, max_length=200)),
-                ('description', models.TextField(blank=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("shape_id", models.CharField(max_length=40)),
+                ("init_kwargs", models.JSONField(default=dict)),
+                ("input_kwargs", models.JSONField(default=dict)),
+                ("weight", models.FloatField(default=1.0)),
+                ("w_flops", models.JSONField(default=dict)),
+                ("q_read", models.BigIntegerField()),
+                ("q_write", models.BigIntegerField()),
+                (
+                    "visibility",
+                    models.CharField(
+                        choices=[
+                            ("public", "Public"),
+                            ("hidden", "Hidden (scored, never shown to agents)"),
+                        ],
+                        default="public",
+                        max_length=8,
+                    ),
+                ),
+                ("smoke", models.BooleanField(default=False)),
+                ("source", models.CharField(blank=True, max_length=200)),
+                ("description", models.TextField(blank=True)),
             ],
             options={
-                'ordering': ['operator__slug', 'shape_id'],
+                "ordering": ["operator__slug", "shape_id"],
             },
         ),
         migrations.CreateModel(
-            name='SuiteOperator',
+            name="SuiteOperator",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('importance', models.FloatField(help_text="Normalised: the suite's importances sum to 1.")),
-                ('importance_raw', models.FloatField(default=0.0)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "importance",
+                    models.FloatField(help_text="Normalised: the suite's importances sum to 1."),
+                ),
+                ("importance_raw", models.FloatField(default=0.0)),
             ],
             options={
-                'ordering': ['-importance'],
+                "ordering": ["-importance"],
             },
         ),
         migrations.CreateModel(
-            name='SuiteVersion',
+            name="SuiteVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=80)),
-                ('version', models.CharField(max_length=40)),
-                ('description', models.TextField(blank=True)),
-                ('status', models.CharField(choices=[('draft', 'Draft'), ('published', 'Published')], default='draft', max_length=12)),
-                ('content_hash', models.CharField(max_length=80, unique=True)),
-                ('definition', models.JSONField()),
-                ('threshold_own_share', models.FloatField(default=0.8)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('published_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=80)),
+                ("version", models.CharField(max_length=40)),
+                ("description", models.TextField(blank=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("draft", "Draft"), ("published", "Published")],
+                        default="draft",
+                        max_length=12,
+                    ),
+                ),
+                ("content_hash", models.CharField(max_length=80, unique=True)),
+                ("definition", models.JSONField()),
+                ("threshold_own_share", models.FloatField(default=0.8)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("published_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'ordering': ['name', '-published_at'],
+                "ordering": ["name", "-published_at"],
             },
         ),
         migrations.CreateModel(
-            name='Score',
+            name="Score",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('aggregate', models.FloatField()),
-                ('aggregate_ci_low', models.FloatField(null=True)),
-                ('aggregate_ci_high', models.FloatField(null=True)),
-                ('apparent_pass_rate', models.FloatField()),
-                ('real_pass_rate', models.FloatField()),
-                ('fallback_rate', models.FloatField()),
-                ('geomean_speedup_eager', models.FloatField(null=True)),
-                ('operator_scores', models.JSONField(default=dict)),
-                ('published_at', models.DateTimeField()),
-                ('hardware', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='scores', to='leaderboard.hardwareprofile')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("aggregate", models.FloatField()),
+                ("aggregate_ci_low", models.FloatField(null=True)),
+                ("aggregate_ci_high", models.FloatField(null=True)),
+                ("apparent_pass_rate", models.FloatField()),
+                ("real_pass_rate", models.FloatField()),
+                ("fallback_rate", models.FloatField()),
+                ("geomean_speedup_eager", models.FloatField(null=True)),
+                ("operator_scores", models.JSONField(default=dict)),
+                ("published_at", models.DateTimeField()),
+                (
+                    "hardware",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="scores",
+                        to="leaderboard.hardwareprofile",
+                    ),
+                ),
             ],
         ),
     ]

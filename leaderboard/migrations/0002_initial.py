@@ -5,64 +5,100 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('leaderboard', '0001_initial'),
-        ('submissions', '0001_initial'),
+        ("leaderboard", "0001_initial"),
+        ("submissions", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='score',
-            name='run',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='submissions.evaluationrun'),
+            model_name="score",
+            name="run",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="submissions.evaluationrun",
+            ),
         ),
         migrations.AddField(
-            model_name='score',
-            name='submission',
-            field=models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='score', to='submissions.submission'),
+            model_name="score",
+            name="submission",
+            field=models.OneToOneField(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="score",
+                to="submissions.submission",
+            ),
         ),
         migrations.AddField(
-            model_name='shape',
-            name='operator',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='shapes', to='leaderboard.operator'),
+            model_name="shape",
+            name="operator",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="shapes",
+                to="leaderboard.operator",
+            ),
         ),
         migrations.AddField(
-            model_name='suiteoperator',
-            name='operator',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='leaderboard.operator'),
+            model_name="suiteoperator",
+            name="operator",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="leaderboard.operator",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='suiteversion',
-            constraint=models.UniqueConstraint(fields=('name', 'version'), name='suite_name_version_unique'),
+            model_name="suiteversion",
+            constraint=models.UniqueConstraint(
+                fields=("name", "version"), name="suite_name_version_unique"
+            ),
         ),
         migrations.AddField(
-            model_name='suiteoperator',
-            name='suite_version',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='suite_operators', to='leaderboard.suiteversion'),
+            model_name="suiteoperator",
+            name="suite_version",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="suite_operators",
+                to="leaderboard.suiteversion",
+            ),
         ),
         migrations.AddField(
-            model_name='shape',
-            name='suite_version',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='shapes', to='leaderboard.suiteversion'),
+            model_name="shape",
+            name="suite_version",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="shapes",
+                to="leaderboard.suiteversion",
+            ),
         ),
         migrations.AddField(
-            model_name='score',
-            name='suite_version',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='scores', to='leaderboard.suiteversion'),
+            model_name="score",
+            name="suite_version",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="scores",
+                to="leaderboard.suiteversion",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='suiteoperator',
-            constraint=models.UniqueConstraint(fields=('suite_version', 'operator'), name='suite_operator_unique'),
+            model_name="suiteoperator",
+            constraint=models.UniqueConstraint(
+                fields=("suite_version", "operator"), name="suite_operator_unique"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='shape',
-            constraint=models.UniqueConstraint(fields=('suite_version', 'operator', 'shape_id'), name='shape_unique'),
+            model_name="shape",
+            constraint=models.UniqueConstraint(
+                fields=("suite_version", "operator", "shape_id"), name="shape_unique"
+            ),
         ),
         migrations.AddIndex(
-            model_name='score',
-            index=models.Index(fields=['suite_version', 'hardware', '-aggregate'], name='leaderboard_suite_v_35ea12_idx'),
+            model_name="score",
+            index=models.Index(
+                fields=["suite_version", "hardware", "-aggregate"],
+                name="leaderboard_suite_v_35ea12_idx",
+            ),
         ),
     ]

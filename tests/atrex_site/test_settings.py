@@ -54,10 +54,38 @@ def test_database_and_broker_come_from_the_environment(tmp_path):
             "CELERY_BROKER_URL": "redis://127.0.0.1:6379/3",
         }
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert out.stdout.split() == ["django.db.backends.postgresql", "redis://127.0.0.1:6379/3"], out.stderr
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert out.stdout.split() == ["django.db.backends.postgresql", "redis://127.0.0.1:6379/3"], (
+        out.stderr
+    )
     env.pop("DATABASE_URL")
     env.pop("CELERY_BROKER_URL")
     env["ATREX_VAR_DIR"] = str(tmp_path)
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     assert out.stdout.split() == ["django.db.backends.sqlite3", "filesystem://"], out.stderr
+
+
+def test_the_embedded_broker_carries_a_task_with_no_server(tmp_path):
+    """The demo's default: kombu's filesystem transport, folders made by the settings."""
+    code = (
+        "import django; django.setup()\n"
+        "from atrex_site.celery import app\n"
+        "app.send_task('submissions.evaluate_run', args=[0], queue='eval.cpu-dev')\n"
+        "with app.connection_for_write() as c:\n"
+        "    print(c.default_channel.queue_declare('eval.cpu-dev', passive=True).message_count)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CELERY_"))}
+    env.update(
+        {"DJANGO_SETTINGS_MODULE": "atrex_site.settings.local", "ATREX_VAR_DIR": str(tmp_path)}
+    )
+    env.pop("DATABASE_URL", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1"]
+    assert list((tmp_path / "broker" / "queue").iterdir())

@@ -24,7 +24,9 @@ CHROMIUM_ARGS = [
 def page(tmp_path):
     playwright_api = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
-        pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
+        pytest.fail(
+            "Debian's chromium is missing: `make test` installs it (apt-get install chromium)"
+        )
     # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
     # still synchronous and safe.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
@@ -41,7 +43,12 @@ def page(tmp_path):
 
 
 def test_upload_in_the_browser_reaches_the_board(
-    close_other_db_sessions_at_the_end, page, live_server, catalogue, celery_worker_process, tmp_path
+    close_other_db_sessions_at_the_end,
+    page,
+    live_server,
+    catalogue,
+    celery_worker_process,
+    tmp_path,
 ):
     bundle = tmp_path / "my-kernels.zip"
     bundle.write_bytes(zip_folder(EXAMPLE_BUNDLES_DIR / "triton-baseline"))

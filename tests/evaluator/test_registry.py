@@ -29,15 +29,17 @@ def test_the_registry_holds_exactly_the_suite_operators_with_their_atrex_ids():
 @pytest.mark.parametrize("operator", SUITE.operator_slugs())
 def test_work_model_reproduces_the_suite_figures(operator):
     spec = get_operator(operator)
-    exceptions = set(getattr(importlib.import_module(f"evaluator.operators.{operator}"),
-                             "WORK_EXCEPTIONS", ()))
+    exceptions = set(
+        getattr(importlib.import_module(f"evaluator.operators.{operator}"), "WORK_EXCEPTIONS", ())
+    )
     off = []
     for shape in SUITE.shapes_for(operator):
         work = spec.work(shape.init_kwargs, shape.input_kwargs)
         same = (
             _close(work.q_read, shape.q_read)
             and _close(work.q_write, shape.q_write)
-            and set(work.w_flops) <= set(shape.w_flops) | {k for k, v in work.w_flops.items() if v == 0}
+            and set(work.w_flops)
+            <= set(shape.w_flops) | {k for k, v in work.w_flops.items() if v == 0}
             and all(_close(work.w_flops.get(k, 0), v) for k, v in shape.w_flops.items())
         )
         if not same:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -21,13 +20,10 @@ from evaluator.suite import (
     list_suites,
     load_suite,
 )
-from scripts.build_suite import smoke_ids
+from scripts.build_suite import SMOKE_SHAPES, SMOKE_SOURCE, smoke_shapes
+from tests.release import require_release
 
 REPO = Path(__file__).resolve().parents[2]
-DATA_DIR = Path(os.environ.get("ATREX_BENCH_DIR", "/work/shared/atrex-bench")) / "data"
-needs_release = pytest.mark.skipif(
-    not DATA_DIR.is_dir(), reason=f"Atrex-Bench release data not at {DATA_DIR}"
-)
 
 
 def _shape(
@@ -84,7 +80,7 @@ def test_preview_suite_holds_the_three_foundation_operators():
     suite = load_suite("atrex-bench-v0.1")
     assert suite.slug == "atrex-bench-v0.1"
     assert sorted(suite.operator_slugs()) == ["fused_add_rms_norm", "rms_norm", "silu_and_mul"]
-    assert len(suite.shapes) == 56 + 37 + 19
+    assert sum(len(suite.shapes_for(op)) for op in suite.operator_slugs()) == 56 + 37 + 19
     assert sum(e.importance for e in suite.operators) == pytest.approx(1.0, abs=1e-12)
     raw_total = 0.027508 + 0.017601 + 0.011487
     assert suite.operator("rms_norm").importance == pytest.approx(0.027508 / raw_total)
@@ -96,33 +92,39 @@ def test_preview_suite_holds_the_three_foundation_operators():
 def test_full_suite_holds_all_440_published_shapes():
     suite = load_suite("atrex-bench-v1")
     assert len(suite.operators) == 30
-    assert len(suite.shapes) == 440
+    full = [shape for op in suite.operator_slugs() for shape in suite.shapes_for(op, "full")]
+    assert len(full) == 440
+    assert all(shape.from_release and not shape.smoke for shape in full)
     assert suite.operator("unified_attention").importance == pytest.approx(0.394972 / 1.09478)
     assert "arXiv:2607.14541" in suite.description
 
 
-def test_each_operator_has_three_smoke_shapes_that_move_the_fewest_bytes():
+def test_each_operator_has_two_or_three_synthetic_smoke_shapes_outside_the_full_set():
     suite = load_suite("atrex-bench-v1")
     for slug in suite.operator_slugs():
         full = suite.shapes_for(slug)
         smoke = suite.shapes_for(slug, "smoke")
-        assert len(smoke) == min(3, len(full))
-        largest_smoke = max(shape.q_total for shape in smoke)
-        assert all(shape.q_total >= largest_smoke for shape in full if not shape.smoke)
+        assert 2 <= len(smoke) <= 3, slug
+        assert all(shape.smoke and shape.source == SMOKE_SOURCE for shape in smoke)
+        assert not any(shape.smoke for shape in full)
+        assert {s.shape_id for s in full}.isdisjoint(s.shape_id for s in smoke)
 
 
 def test_preview_smoke_shapes_are_small():
     suite = load_suite("atrex-bench-v0.1")
     smoke = [s for op in suite.operator_slugs() for s in suite.shapes_for(op, "smoke")]
     assert len(smoke) == 9
-    assert max(shape.q_total for shape in smoke) < 8 * 1024 * 1024
+    assert max(shape.q_total for shape in smoke) < 1024 * 1024
 
 
-@needs_release
 def test_shipped_shapes_match_the_release_exactly():
+    data_dir = require_release()
     suite = load_suite("atrex-bench-v1")
-    for shape in suite.shapes:
-        folder = DATA_DIR / shape.operator
+    for slug in suite.operator_slugs():
+        published = json.loads((data_dir / slug / "shapes.json").read_text())
+        assert {s.shape_id for s in suite.shapes_for(slug)} == set(published)
+    for shape in (s for s in suite.shapes if not s.smoke):
+        folder = data_dir / shape.operator
         published = json.loads((folder / "shapes.json").read_text())[shape.shape_id]
         work = json.loads((folder / "roofline.json").read_text())["shapes"][shape.shape_id]
         assert shape.init_kwargs == (published["init_kwargs"] or {})
@@ -136,7 +138,6 @@ def test_shipped_shapes_match_the_release_exactly():
         assert shape.source == "atrex-bench release eb8697d5 (Apache-2.0)"
 
 
-@needs_release
 @pytest.mark.parametrize(
     "name, extra",
     [
@@ -148,13 +149,14 @@ def test_shipped_shapes_match_the_release_exactly():
     ],
 )
 def test_shipped_files_are_reproduced_by_the_build_script(tmp_path, name, extra):
+    data_dir = require_release()
     out = tmp_path / f"{name}.json"
     subprocess.run(
         [
             sys.executable,
             str(REPO / "scripts" / "build_suite.py"),
             "--data",
-            str(DATA_DIR),
+            str(data_dir),
             "--out",
             str(out),
             *extra,
@@ -234,9 +236,11 @@ def test_a_file_of_another_format_is_refused(tmp_path, small_suite):
 # --- queries and restriction ---------------------------------------------------------
 
 
-def test_shapes_for_full_and_smoke(small_suite):
-    assert [s.shape_id for s in small_suite.shapes_for("a")] == ["0", "1"]
+def test_shapes_for_full_and_smoke_are_disjoint(small_suite):
+    assert [s.shape_id for s in small_suite.shapes_for("a")] == ["1"]
+    assert [s.shape_id for s in small_suite.shapes_for("a", "full")] == ["1"]
     assert [s.shape_id for s in small_suite.shapes_for("a", "smoke")] == ["0"]
+    assert small_suite.shapes_for("b") == []
     with pytest.raises(UnknownOperatorError):
         small_suite.shapes_for("z")
     with pytest.raises(UserError, match="tiny"):
@@ -306,10 +310,37 @@ def test_validate_says_what_is_wrong(small_suite, broken, fragment):
     assert fragment in excinfo.value.message
 
 
-# --- the build script's smoke rule ---------------------------------------------------
+def test_problems_lists_every_broken_invariant_with_operator_and_shape(small_suite):
+    assert small_suite.problems() == []
+    broken = _with_shapes(
+        replace(small_suite, threshold_own_share=2.0),
+        _shape("a", "0", weight=-1.0),
+        replace(_shape("a", "1", smoke=False), q_write=-3),
+        _shape("b", "0"),
+        _shape("c", "0", smoke=False),
+    )
+    found = [(p.operator, p.shape_id) for p in broken.problems()]
+    assert found == [(None, None), ("a", "0"), ("a", "1"), ("c", None)]
+    with pytest.raises(UserError, match="threshold_own_share"):
+        broken.validate()
 
 
-def test_smoke_ids_take_fewest_bytes_and_break_ties_by_numeric_id():
-    totals = {"10": 5, "2": 5, "3": 1, "0": 9, "1": 7}
-    assert smoke_ids(totals) == {"3", "2", "10"}
-    assert smoke_ids({"0": 1, "1": 2}) == {"0", "1"}
+# --- the build script's smoke table --------------------------------------------------
+
+
+def test_the_smoke_table_covers_every_built_in_operator():
+    from evaluator.operators import OPERATORS
+
+    assert sorted(SMOKE_SHAPES) == sorted(OPERATORS)
+    assert all(2 <= len(shapes) <= 3 for shapes in SMOKE_SHAPES.values())
+    assert all(smoke.exercises for shapes in SMOKE_SHAPES.values() for smoke in shapes)
+
+
+def test_smoke_shapes_take_their_work_from_the_work_model():
+    shapes = smoke_shapes("rms_norm")
+    assert [s.shape_id for s in shapes] == ["smoke-0", "smoke-1", "smoke-2"]
+    first = shapes[0]
+    tokens, hidden = first.input_kwargs["token_count"], first.input_kwargs["hidden_size"]
+    assert first.w_flops == {"bf16": 3 * tokens * hidden + tokens}
+    assert (first.q_read, first.q_write) == (2 * tokens * hidden + 2 * hidden, 2 * tokens * hidden)
+    assert first.smoke and first.weight == 1.0 and first.visibility == "public"

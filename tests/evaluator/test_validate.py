@@ -189,7 +189,7 @@ def test_the_shipped_v1_suite_validates_without_errors_on_meta():
     elapsed = time.perf_counter() - started
     print(f"\nvalidate-suite atrex-bench-v1 on meta: {elapsed:.1f} s")
     assert report["ok"] is True and report["errors"] == []
-    assert report["checked"] == 440 + 64 and report["skipped"] == 0
+    assert report["checked"] == 440 + 66 and report["skipped"] == 0
     # Only the published shapes whose W/Q depend on the random draw (WORK_EXCEPTIONS).
     flagged = {(w["operator"], w["shape_id"]) for w in report["warnings"]}
     assert flagged == {

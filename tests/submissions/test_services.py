@@ -25,12 +25,18 @@ def _zip(files: dict[str, str], name: str = "bundle.zip") -> SimpleUploadedFile:
     return SimpleUploadedFile(name, buffer.getvalue(), "application/zip")
 
 
-GOOD_MODULE = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x, weight):\n        return x\n"
+GOOD_MODULE = (
+    "import torch\n"
+    "class Model(torch.nn.Module):\n"
+    "    def forward(self, x, weight):\n"
+    "        return x\n"
+)
 
 
 def test_valid_bundle_is_queued_with_its_manifest_and_a_run(catalogue, user):
     submission = services.submission_create(
-        owner=user, upload=_zip({"rms_norm.py": GOOD_MODULE, "atrex.toml": 'title = "Mine"\ndsl = "triton"\n'})
+        owner=user,
+        upload=_zip({"rms_norm.py": GOOD_MODULE, "atrex.toml": 'title = "Mine"\ndsl = "triton"\n'}),
     )
     assert submission.status == Status.QUEUED
     assert submission.manifest["operators"] == {"rms_norm": "rms_norm.py"}
@@ -48,9 +54,24 @@ BAD_UPLOADS = [
         "bundle:not-an-archive",
         "zip",
     ),
-    ("no operators", _zip({"README.md": "hello", "helpers.py": "x = 1\n"}), "bundle:no-operators", "rms_norm"),
-    ("syntax error", _zip({"rms_norm.py": "class Model(:\n"}), "bundle:syntax-error", "rms_norm.py"),
-    ("no Model", _zip({"rms_norm.py": "class Kernel:\n    pass\n"}), "bundle:missing-model", "class Model"),
+    (
+        "no operators",
+        _zip({"README.md": "hello", "helpers.py": "x = 1\n"}),
+        "bundle:no-operators",
+        "rms_norm",
+    ),
+    (
+        "syntax error",
+        _zip({"rms_norm.py": "class Model(:\n"}),
+        "bundle:syntax-error",
+        "rms_norm.py",
+    ),
+    (
+        "no Model",
+        _zip({"rms_norm.py": "class Kernel:\n    pass\n"}),
+        "bundle:missing-model",
+        "class Model",
+    ),
     (
         "unknown operator",
         _zip({"rms_norm.py": GOOD_MODULE, "flash_decoding.py": GOOD_MODULE}),
@@ -60,8 +81,12 @@ BAD_UPLOADS = [
 ]
 
 
-@pytest.mark.parametrize(("label", "upload", "code", "hint"), BAD_UPLOADS, ids=[b[0] for b in BAD_UPLOADS])
-def test_bad_upload_is_rejected_with_a_clear_reason_and_kept(catalogue, user, label, upload, code, hint):
+@pytest.mark.parametrize(
+    ("label", "upload", "code", "hint"), BAD_UPLOADS, ids=[b[0] for b in BAD_UPLOADS]
+)
+def test_bad_upload_is_rejected_with_a_clear_reason_and_kept(
+    catalogue, user, label, upload, code, hint
+):
     upload.seek(0)
     submission = services.submission_create(owner=user, upload=upload)
     submission.refresh_from_db()
@@ -80,7 +105,9 @@ def test_bad_upload_is_rejected_with_a_clear_reason_and_kept(catalogue, user, la
 
 def test_oversized_upload_is_rejected_without_storing_it(catalogue, user, settings):
     settings.ATREX = {**settings.ATREX, "MAX_UPLOAD_BYTES": 100}
-    submission = services.submission_create(owner=user, upload=_zip({"rms_norm.py": GOOD_MODULE * 10}))
+    submission = services.submission_create(
+        owner=user, upload=_zip({"rms_norm.py": GOOD_MODULE * 10})
+    )
     assert submission.status == Status.REJECTED
     assert submission.error_code == "bundle:too-large"
     assert "limit is 100 bytes" in submission.error_message
@@ -89,16 +116,22 @@ def test_oversized_upload_is_rejected_without_storing_it(catalogue, user, settin
 def test_transition_is_compare_and_set(catalogue, user):
     submission = services.submission_create(owner=user, upload=_zip({"rms_norm.py": GOOD_MODULE}))
     stale = Submission.objects.get(pk=submission.pk)
-    assert services.submission_transition(submission=submission, from_status=Status.QUEUED, to_status=Status.RUNNING)
+    assert services.submission_transition(
+        submission=submission, from_status=Status.QUEUED, to_status=Status.RUNNING
+    )
     # A second worker holding the old status loses the race and changes nothing.
-    assert not services.submission_transition(submission=stale, from_status=Status.QUEUED, to_status=Status.RUNNING)
+    assert not services.submission_transition(
+        submission=stale, from_status=Status.QUEUED, to_status=Status.RUNNING
+    )
     assert submission.history.filter(to_status=Status.RUNNING).count() == 1
 
 
 def test_illegal_transition_raises(catalogue, user):
     submission = services.submission_create(owner=user, upload=_zip({"rms_norm.py": GOOD_MODULE}))
     with pytest.raises(services.IllegalTransition):
-        services.submission_transition(submission=submission, from_status=Status.QUEUED, to_status=Status.PUBLISHED)
+        services.submission_transition(
+            submission=submission, from_status=Status.QUEUED, to_status=Status.PUBLISHED
+        )
 
 
 @pytest.mark.slow
@@ -115,11 +148,15 @@ def test_triton_bundle_is_evaluated_scored_and_published(catalogue, user, exampl
     rms = run.shape_results.filter(operator="rms_norm")
     assert rms.count() == 3 and all(s.status == "pass" for s in rms)
     assert all(s.roofline_fraction > 0 and s.own_kernel_share >= 0.8 for s in rms)
-    assert set(run.shape_results.exclude(operator="rms_norm").values_list("status", flat=True)) == {"missing"}
+    assert set(run.shape_results.exclude(operator="rms_norm").values_list("status", flat=True)) == {
+        "missing"
+    }
     score = submission.score
     assert 0 < score.aggregate < 1
     assert score.operator_scores["rms_norm"] > 0 and score.operator_scores["silu_and_mul"] == 0
-    assert list(leaderboard_rows(suite=submission.suite_version, hardware=submission.hardware)) == [score]
+    assert list(leaderboard_rows(suite=submission.suite_version, hardware=submission.hardware)) == [
+        score
+    ]
     # Idempotent: a redelivered message for the same run changes nothing.
     services.evaluation_run_execute(run_id=run.pk)
     assert submission.history.filter(to_status=Status.PUBLISHED).count() == 1
@@ -133,7 +170,11 @@ def test_pure_pytorch_bundle_is_flagged_as_fallback_and_scores_zero(catalogue, u
     services.evaluation_run_execute(run_id=submission.runs.get().pk)
     submission.refresh_from_db()
     assert submission.status == Status.PUBLISHED, submission.error_message
-    statuses = set(submission.runs.get().shape_results.filter(operator="silu_and_mul").values_list("status", flat=True))
+    statuses = set(
+        submission.runs.get()
+        .shape_results.filter(operator="silu_and_mul")
+        .values_list("status", flat=True)
+    )
     assert statuses == {"fallback"}
     assert submission.score.aggregate == 0
     assert submission.score.fallback_rate > 0 and submission.score.real_pass_rate == 0
@@ -149,4 +190,6 @@ def test_private_submission_never_reaches_the_public_board(catalogue, user, exam
     services.evaluation_run_execute(run_id=submission.runs.get().pk)
     submission.refresh_from_db()
     assert submission.status == Status.PUBLISHED
-    assert not leaderboard_rows(suite=submission.suite_version, hardware=submission.hardware).exists()
+    assert not leaderboard_rows(
+        suite=submission.suite_version, hardware=submission.hardware
+    ).exists()

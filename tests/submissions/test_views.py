@@ -16,7 +16,9 @@ from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
-MODULE = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+MODULE = (
+    "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+)
 
 
 def _zip(files: dict[str, str], name: str = "bundle.zip") -> SimpleUploadedFile:
@@ -53,7 +55,10 @@ def test_bad_upload_shows_the_reason_on_its_page(client, catalogue, user):
 
 def test_good_upload_is_queued_and_progress_is_served_as_json(client, catalogue, user):
     client.force_login(user)
-    client.post(reverse("submissions:new"), {"bundle": _zip({"silu_and_mul.py": MODULE}), "visibility": "public"})
+    client.post(
+        reverse("submissions:new"),
+        {"bundle": _zip({"silu_and_mul.py": MODULE}), "visibility": "public"},
+    )
     submission = Submission.objects.get(owner=user)
     progress = client.get(reverse("submissions:progress", args=[submission.pk])).json()
     assert progress["status"] == "queued" and progress["final"] is False
@@ -61,7 +66,9 @@ def test_good_upload_is_queued_and_progress_is_served_as_json(client, catalogue,
 
 def test_private_submission_is_invisible_to_others(client, catalogue, user):
     submission = services.submission_create(
-        owner=user, upload=_zip({"silu_and_mul.py": MODULE}), visibility=Submission.Visibility.PRIVATE
+        owner=user,
+        upload=_zip({"silu_and_mul.py": MODULE}),
+        visibility=Submission.Visibility.PRIVATE,
     )
     other = UserFactory()
     client.force_login(other)
@@ -92,12 +99,21 @@ def test_api_accepts_a_bundle_and_reports_it_queued(client, catalogue, user):
     token = Token.objects.create(user=user)
     response = client.post(
         reverse("api:submissions"),
-        {"bundle": _zip({"rms_norm.py": MODULE}), "title": "via api", "suite": "atrex-bench-v0.1", "hardware": "cpu-dev"},
+        {
+            "bundle": _zip({"rms_norm.py": MODULE}),
+            "title": "via api",
+            "suite": "atrex-bench-v0.1",
+            "hardware": "cpu-dev",
+        },
         HTTP_AUTHORIZATION=f"Token {token.key}",
     )
     assert response.status_code == 201, response.content
     body = response.json()
-    assert body["status"] == "queued" and body["title"] == "via api" and body["suite"] == "atrex-bench-v0.1"
+    assert (
+        body["status"] == "queued"
+        and body["title"] == "via api"
+        and body["suite"] == "atrex-bench-v0.1"
+    )
 
 
 def test_api_refuses_anonymous_uploads(client, catalogue):

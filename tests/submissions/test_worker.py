@@ -13,14 +13,19 @@ from tests.conftest import wait_for_status
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def test_worker_picks_up_a_submission_and_publishes_it(catalogue, user, example_zip, celery_worker_process):
+def test_worker_picks_up_a_submission_and_publishes_it(
+    catalogue, user, example_zip, celery_worker_process
+):
     submission = services.submission_create(
         owner=user, upload=example_zip("triton-baseline", only=["fused_add_rms_norm.py"])
     )
     assert submission.status == Submission.Status.QUEUED
     wait_for_status(submission, Submission.FINAL_STATUSES)
     worker_log = celery_worker_process.read_text(errors="replace")
-    assert submission.status == Submission.Status.PUBLISHED, (submission.error_message, worker_log[-3000:])
+    assert submission.status == Submission.Status.PUBLISHED, (
+        submission.error_message,
+        worker_log[-3000:],
+    )
     history = list(submission.history.values_list("to_status", flat=True))
     assert history == ["received", "validating", "queued", "running", "scoring", "published"]
     run = submission.runs.get()

@@ -24,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("data_dir", help="the upstream data/ directory")
         parser.add_argument("--name", default="atrex-bench", help="suite name")
         parser.add_argument(
-            "--version",
+            "--label",
             dest="version_label",
             default=None,
             help="version label (default: import-<UTC time>)",

@@ -30,8 +30,15 @@ from tests.release import require_release
 
 MODULES: dict[str, ModuleType] = {
     module.SPEC.slug: module
-    for module in (attention_forward, unified_attention, paged_attention_decode,
-                   mla_decode_attention, reshape_and_cache, fused_qkv_rope, mrope)
+    for module in (
+        attention_forward,
+        unified_attention,
+        paged_attention_decode,
+        mla_decode_attention,
+        reshape_and_cache,
+        fused_qkv_rope,
+        mrope,
+    )
 }
 # Published shapes whose W/Q the formulas cannot reproduce within 1%: none.
 WQ_EXCEPTIONS: dict[str, list[str]] = {slug: [] for slug in MODULES}
@@ -64,8 +71,9 @@ def _assert_within_one_ulp(actual: torch.Tensor, exact: torch.Tensor) -> None:
     assert worst <= 1.0, f"{worst:.2f} ulp off"
 
 
-def _softmax_attention_f64(q_row: torch.Tensor, keys: list[torch.Tensor],
-                           values: list[torch.Tensor], scale: float) -> torch.Tensor:
+def _softmax_attention_f64(
+    q_row: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor], scale: float
+) -> torch.Tensor:
     """One query row over explicit key/value lists, float64, with math.exp."""
     scores = [float(q_row.double() @ key.double()) * scale for key in keys]
     top = max(scores)
@@ -91,8 +99,10 @@ def test_work_reproduces_every_published_shape(slug):
         work = MODULES[slug].SPEC.work(shape["init_kwargs"], shape["input_kwargs"])
         stored = published[shape_id]
         assert set(work.w_flops) == set(stored["semantic_W_flops"]), shape_id
-        pairs = [(work.q_read, stored["semantic_Q_read_bytes"]),
-                 (work.q_write, stored["semantic_Q_write_bytes"])]
+        pairs = [
+            (work.q_read, stored["semantic_Q_read_bytes"]),
+            (work.q_write, stored["semantic_Q_write_bytes"]),
+        ]
         pairs += [(work.w_flops[key], value) for key, value in stored["semantic_W_flops"].items()]
         if any(abs(mine - theirs) > 0.01 * abs(theirs) for mine, theirs in pairs):
             off.append(shape_id)
@@ -113,31 +123,107 @@ def test_fused_qkv_rope_work_counts_the_bias_only_when_present():
 SMALL_CASES = [
     ("attention_forward", None, {"seq_lens": [5, 1, 12], "num_heads": 4, "head_dim": 72}),
     ("attention_forward", None, {"seq_lens": [3, 0, 4], "num_heads": 2, "head_dim": 16}),
-    ("unified_attention", None, {"num_seqs": 3, "seq_lens": [5, 17, 33], "num_query_heads": 8,
-                                 "num_kv_heads": 2, "head_size": 72, "block_size": 16}),
-    ("unified_attention", None, {"num_seqs": 1, "seq_lens": [7], "num_query_heads": 4,
-                                 "num_kv_heads": 4, "head_size": 80, "block_size": 4}),
-    ("paged_attention_decode", None, {"num_seqs": 3, "ctx_len": 37, "num_query_heads": 8,
-                                      "num_kv_heads": 2, "head_size": 64, "block_size": 16,
-                                      "dtype": "bf16"}),
-    ("paged_attention_decode", None, {"num_seqs": 2, "ctx_len": 9, "num_query_heads": 3,
-                                      "num_kv_heads": 3, "head_size": 32, "block_size": 4,
-                                      "dtype": "fp16"}),
-    ("mla_decode_attention", {"nhead": 4, "kv_lora_rank": 32, "qk_rope_head_dim": 16},
-     {"batch_size": 3, "ctx_len": 9, "nhead": 4, "kv_lora_rank": 32, "qk_rope_head_dim": 16}),
+    (
+        "unified_attention",
+        None,
+        {
+            "num_seqs": 3,
+            "seq_lens": [5, 17, 33],
+            "num_query_heads": 8,
+            "num_kv_heads": 2,
+            "head_size": 72,
+            "block_size": 16,
+        },
+    ),
+    (
+        "unified_attention",
+        None,
+        {
+            "num_seqs": 1,
+            "seq_lens": [7],
+            "num_query_heads": 4,
+            "num_kv_heads": 4,
+            "head_size": 80,
+            "block_size": 4,
+        },
+    ),
+    (
+        "paged_attention_decode",
+        None,
+        {
+            "num_seqs": 3,
+            "ctx_len": 37,
+            "num_query_heads": 8,
+            "num_kv_heads": 2,
+            "head_size": 64,
+            "block_size": 16,
+            "dtype": "bf16",
+        },
+    ),
+    (
+        "paged_attention_decode",
+        None,
+        {
+            "num_seqs": 2,
+            "ctx_len": 9,
+            "num_query_heads": 3,
+            "num_kv_heads": 3,
+            "head_size": 32,
+            "block_size": 4,
+            "dtype": "fp16",
+        },
+    ),
+    (
+        "mla_decode_attention",
+        {"nhead": 4, "kv_lora_rank": 32, "qk_rope_head_dim": 16},
+        {"batch_size": 3, "ctx_len": 9, "nhead": 4, "kv_lora_rank": 32, "qk_rope_head_dim": 16},
+    ),
     ("reshape_and_cache", None, {"shape": [37, 2, 24], "block_size": 16}),
-    ("fused_qkv_rope", {"num_heads": 4, "num_kv_heads": 2, "head_dim": 24, "rope_dim": 16},
-     {"total_tokens": 5, "num_heads": 4, "num_kv_heads": 2, "head_dim": 24, "with_bias": True,
-      "dtype": "bf16"}),
-    ("fused_qkv_rope", {"num_heads": 6, "num_kv_heads": 2, "head_dim": 16, "rope_dim": 16},
-     {"total_tokens": 3, "num_heads": 6, "num_kv_heads": 2, "head_dim": 16, "dtype": "fp16"}),
-    ("mrope", {"head_size": 32, "rotary_dim": 24, "mrope_section": [4, 4, 4]},
-     {"token_count": 6, "num_query_heads": 4, "num_kv_heads": 2, "head_size": 32,
-      "rotary_dim": 24}),
-    ("mrope", {"head_size": 16, "rotary_dim": 16, "mrope_section": [2, 3, 3],
-               "mrope_interleaved": True, "is_neox_style": False},
-     {"token_count": 4, "num_query_heads": 2, "num_kv_heads": 1, "head_size": 16,
-      "rotary_dim": 16}),
+    (
+        "fused_qkv_rope",
+        {"num_heads": 4, "num_kv_heads": 2, "head_dim": 24, "rope_dim": 16},
+        {
+            "total_tokens": 5,
+            "num_heads": 4,
+            "num_kv_heads": 2,
+            "head_dim": 24,
+            "with_bias": True,
+            "dtype": "bf16",
+        },
+    ),
+    (
+        "fused_qkv_rope",
+        {"num_heads": 6, "num_kv_heads": 2, "head_dim": 16, "rope_dim": 16},
+        {"total_tokens": 3, "num_heads": 6, "num_kv_heads": 2, "head_dim": 16, "dtype": "fp16"},
+    ),
+    (
+        "mrope",
+        {"head_size": 32, "rotary_dim": 24, "mrope_section": [4, 4, 4]},
+        {
+            "token_count": 6,
+            "num_query_heads": 4,
+            "num_kv_heads": 2,
+            "head_size": 32,
+            "rotary_dim": 24,
+        },
+    ),
+    (
+        "mrope",
+        {
+            "head_size": 16,
+            "rotary_dim": 16,
+            "mrope_section": [2, 3, 3],
+            "mrope_interleaved": True,
+            "is_neox_style": False,
+        },
+        {
+            "token_count": 4,
+            "num_query_heads": 2,
+            "num_kv_heads": 1,
+            "head_size": 16,
+            "rotary_dim": 16,
+        },
+    ),
 ]
 
 
@@ -151,25 +237,30 @@ def _expected_structure(slug: str, kw: dict) -> Any:
         return "tensor", {"out": (shape, torch.bfloat16)}
     if slug == "paged_attention_decode":
         dtype = torch.bfloat16 if kw["dtype"] == "bf16" else torch.float16
-        return "tensor", {"out": ((kw["num_seqs"], kw["num_query_heads"], kw["head_size"]),
-                                  dtype)}
+        return "tensor", {"out": ((kw["num_seqs"], kw["num_query_heads"], kw["head_size"]), dtype)}
     if slug == "mla_decode_attention":
         shape = (kw["batch_size"], kw["nhead"], kw["kv_lora_rank"])
         return "tensor", {"out": (shape, torch.bfloat16)}
     if slug == "reshape_and_cache":
         tokens, heads, dim = kw["shape"]
         shape = (-(-tokens // kw["block_size"]), kw["block_size"], heads, dim)
-        return "dict", {"key_cache": (shape, torch.bfloat16),
-                        "value_cache": (shape, torch.bfloat16)}
+        return "dict", {
+            "key_cache": (shape, torch.bfloat16),
+            "value_cache": (shape, torch.bfloat16),
+        }
     if slug == "fused_qkv_rope":
         dtype = torch.bfloat16 if kw["dtype"] == "bf16" else torch.float16
         tokens, dim = kw["total_tokens"], kw["head_dim"]
-        return "tuple", {"0": ((tokens, kw["num_heads"], dim), dtype),
-                         "1": ((tokens, kw["num_kv_heads"], dim), dtype),
-                         "2": ((tokens, kw["num_kv_heads"], dim), dtype)}
+        return "tuple", {
+            "0": ((tokens, kw["num_heads"], dim), dtype),
+            "1": ((tokens, kw["num_kv_heads"], dim), dtype),
+            "2": ((tokens, kw["num_kv_heads"], dim), dtype),
+        }
     tokens, dim = kw["token_count"], kw["head_size"]
-    return "dict", {"q": ((tokens, kw["num_query_heads"] * dim), torch.bfloat16),
-                    "k": ((tokens, kw["num_kv_heads"] * dim), torch.bfloat16)}
+    return "dict", {
+        "q": ((tokens, kw["num_query_heads"] * dim), torch.bfloat16),
+        "k": ((tokens, kw["num_kv_heads"] * dim), torch.bfloat16),
+    }
 
 
 def _leaves(output: Any) -> tuple[str, dict[str, torch.Tensor]]:
@@ -181,8 +272,11 @@ def _leaves(output: Any) -> tuple[str, dict[str, torch.Tensor]]:
     return "tuple", {str(i): leaf for i, leaf in enumerate(output)}
 
 
-@pytest.mark.parametrize("slug, init_kwargs, input_kwargs", SMALL_CASES,
-                         ids=[f"{case[0]}-{i}" for i, case in enumerate(SMALL_CASES)])
+@pytest.mark.parametrize(
+    "slug, init_kwargs, input_kwargs",
+    SMALL_CASES,
+    ids=[f"{case[0]}-{i}" for i, case in enumerate(SMALL_CASES)],
+)
 def test_reference_structure_determinism_and_untouched_inputs(slug, init_kwargs, input_kwargs):
     module = MODULES[slug]
     inputs = _draw(module, 11, **input_kwargs)
@@ -234,8 +328,11 @@ def test_attention_forward_matches_float64_loops_over_several_sequences():
         for h in range(2):
             for row in keys_range:
                 exact[row, h] = _softmax_attention_f64(
-                    inputs["q"][row, h], [inputs["k"][p, h] for p in keys_range],
-                    [inputs["v"][p, h] for p in keys_range], 1 / math.sqrt(8))
+                    inputs["q"][row, h],
+                    [inputs["k"][p, h] for p in keys_range],
+                    [inputs["v"][p, h] for p in keys_range],
+                    1 / math.sqrt(8),
+                )
     _assert_within_one_ulp(out, exact)
 
 
@@ -282,12 +379,14 @@ def _unified_f64(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
             for i in range(n):
                 visible = i + 1 if n == length else length
                 exact[cu[s] + i, h] = _softmax_attention_f64(
-                    q[cu[s] + i, h], keys[:visible], values[:visible], 1 / math.sqrt(q.shape[2]))
+                    q[cu[s] + i, h], keys[:visible], values[:visible], 1 / math.sqrt(q.shape[2])
+                )
     return exact
 
 
-def _permute_blocks(inputs: dict[str, torch.Tensor], table_name: str, cache_names: list[str],
-                    seed: int) -> dict[str, torch.Tensor]:
+def _permute_blocks(
+    inputs: dict[str, torch.Tensor], table_name: str, cache_names: list[str], seed: int
+) -> dict[str, torch.Tensor]:
     """Move every physical cache block to a random new index and remap the table to match."""
     num_blocks = inputs[cache_names[0]].shape[0]
     perm = torch.randperm(num_blocks, generator=torch.Generator().manual_seed(seed))
@@ -302,8 +401,16 @@ def _permute_blocks(inputs: dict[str, torch.Tensor], table_name: str, cache_name
 
 
 def test_unified_attention_causal_gqa_block_table_addressing_matches_float64_loops():
-    inputs = _draw(unified_attention, 6, num_seqs=3, seq_lens=[3, 6, 1], num_query_heads=4,
-                   num_kv_heads=2, head_size=8, block_size=4)
+    inputs = _draw(
+        unified_attention,
+        6,
+        num_seqs=3,
+        seq_lens=[3, 6, 1],
+        num_query_heads=4,
+        num_kv_heads=2,
+        head_size=8,
+        block_size=4,
+    )
     shuffled = _permute_blocks(inputs, "block_table", ["k_cache", "v_cache"], seed=1)
     assert not torch.equal(shuffled["block_table"], inputs["block_table"])
     out = _run(unified_attention, None, shuffled)
@@ -312,8 +419,16 @@ def test_unified_attention_causal_gqa_block_table_addressing_matches_float64_loo
 
 
 def test_unified_attention_causal_mask_hides_later_keys_and_quirk_unmasks_unequal_lengths():
-    inputs = _draw(unified_attention, 7, num_seqs=1, seq_lens=[6], num_query_heads=2,
-                   num_kv_heads=1, head_size=16, block_size=4)
+    inputs = _draw(
+        unified_attention,
+        7,
+        num_seqs=1,
+        seq_lens=[6],
+        num_query_heads=2,
+        num_kv_heads=1,
+        head_size=16,
+        block_size=4,
+    )
     base = _run(unified_attention, None, inputs)
     k_cache = inputs["k_cache"].clone()
     # Position 3 is block 0, slot 3; aligned with query 3 of head 0 it dominates that row.
@@ -322,8 +437,11 @@ def test_unified_attention_causal_mask_hides_later_keys_and_quirk_unmasks_unequa
     assert torch.equal(poisoned[:3], base[:3])  # queries 0..2 cannot see position 3
     assert torch.equal(poisoned[3, 0], inputs["v_cache"][0, 3, 0])
     # n_s = 4 queries against L_s = 6 keys: no mask at all (the reference's quirk).
-    short = {**inputs, "q": inputs["q"][:4].clone(),
-             "cu_seqlens_q": torch.tensor([0, 4], dtype=torch.int32)}
+    short = {
+        **inputs,
+        "q": inputs["q"][:4].clone(),
+        "cu_seqlens_q": torch.tensor([0, 4], dtype=torch.int32),
+    }
     out = _run(unified_attention, None, short)
     _assert_within_one_ulp(out, _unified_f64(short))
 
@@ -341,20 +459,35 @@ def _paged_f64(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
             for p in range(length):
                 block = int(inputs["block_tables"][s, p // bs])
                 slot = p % bs
-                keys.append(torch.tensor([float(k_cache[block, h // group, d // vec, slot,
-                                                        d % vec]) for d in range(dim)]))
-                values.append(torch.tensor([float(v_cache[block, h // group, d, slot])
-                                            for d in range(dim)]))
+                keys.append(
+                    torch.tensor(
+                        [
+                            float(k_cache[block, h // group, d // vec, slot, d % vec])
+                            for d in range(dim)
+                        ]
+                    )
+                )
+                values.append(
+                    torch.tensor([float(v_cache[block, h // group, d, slot]) for d in range(dim)])
+                )
             if length > 0:
-                exact[s, h] = _softmax_attention_f64(query[s, h], keys, values,
-                                                     1 / math.sqrt(dim))
+                exact[s, h] = _softmax_attention_f64(query[s, h], keys, values, 1 / math.sqrt(dim))
     return exact
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_paged_attention_split_key_layout_shuffled_tables_and_lengths(dtype):
-    inputs = _draw(paged_attention_decode, 8, num_seqs=3, ctx_len=10, num_query_heads=4,
-                   num_kv_heads=2, head_size=16, block_size=4, dtype=dtype)
+    inputs = _draw(
+        paged_attention_decode,
+        8,
+        num_seqs=3,
+        ctx_len=10,
+        num_query_heads=4,
+        num_kv_heads=2,
+        head_size=16,
+        block_size=4,
+        dtype=dtype,
+    )
     shuffled = _permute_blocks(inputs, "block_tables", ["k_cache", "v_cache"], seed=2)
     shuffled["seq_lens"] = torch.tensor([10, 0, 5], dtype=torch.int32)
     out = _run(paged_attention_decode, None, shuffled)
@@ -363,18 +496,27 @@ def test_paged_attention_split_key_layout_shuffled_tables_and_lengths(dtype):
 
 
 def test_mla_decode_matches_float64_loops_with_shared_latent_and_full_dim_scale():
-    inputs = _draw(mla_decode_attention, 9, batch_size=2, ctx_len=3, nhead=3, kv_lora_rank=8,
-                   qk_rope_head_dim=4)
+    inputs = _draw(
+        mla_decode_attention,
+        9,
+        batch_size=2,
+        ctx_len=3,
+        nhead=3,
+        kv_lora_rank=8,
+        qk_rope_head_dim=4,
+    )
     inputs["seq_lens"] = torch.tensor([2, 4], dtype=torch.int32)  # rows 0-1 and 2-5
-    out = _run(mla_decode_attention, {"nhead": 3, "kv_lora_rank": 8, "qk_rope_head_dim": 4},
-               inputs)
+    out = _run(mla_decode_attention, {"nhead": 3, "kv_lora_rank": 8, "qk_rope_head_dim": 4}, inputs)
     rows = inputs["kv_cache"][:, 0]
     exact = torch.zeros(out.shape, dtype=torch.float64)
     for b, (lo, hi) in enumerate([(0, 2), (2, 6)]):
         for h in range(3):
             exact[b, h] = _softmax_attention_f64(
-                inputs["q"][b, h], [rows[p] for p in range(lo, hi)],
-                [rows[p][:8] for p in range(lo, hi)], 1 / math.sqrt(12))
+                inputs["q"][b, h],
+                [rows[p] for p in range(lo, hi)],
+                [rows[p][:8] for p in range(lo, hi)],
+                1 / math.sqrt(12),
+            )
     _assert_within_one_ulp(out, exact)
 
 
@@ -398,8 +540,16 @@ def test_reshape_and_cache_scatters_by_slot_and_skips_negative_slots():
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_fused_qkv_rope_matches_float64_neox_rotation_with_bias_at_nonzero_positions(dtype):
     heads, kv_heads, dim, rope = 2, 1, 12, 8
-    inputs = _draw(fused_qkv_rope, 13, total_tokens=4, num_heads=heads, num_kv_heads=kv_heads,
-                   head_dim=dim, with_bias=True, dtype=dtype)
+    inputs = _draw(
+        fused_qkv_rope,
+        13,
+        total_tokens=4,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=dim,
+        with_bias=True,
+        dtype=dtype,
+    )
     inputs["positions"] = torch.tensor([0, 1, 7, 300], dtype=torch.int32)
     init = {"num_heads": heads, "num_kv_heads": kv_heads, "head_dim": dim, "rope_dim": rope}
     q, k, v = _run(fused_qkv_rope, init, inputs)
@@ -432,14 +582,27 @@ def _mrope_axes(half: int, sections: list[int], interleaved: bool) -> torch.Tens
     return axes
 
 
-@pytest.mark.parametrize("interleaved, neox", [(False, True), (True, True), (False, False),
-                                               (True, False)])
+@pytest.mark.parametrize(
+    "interleaved, neox", [(False, True), (True, True), (False, False), (True, False)]
+)
 def test_mrope_matches_float64_rotation_for_each_layout(interleaved, neox):
     heads, kv_heads, dim, rd, sections = 2, 1, 20, 16, [2, 3, 3]
-    inputs = _draw(mrope, 14, token_count=3, num_query_heads=heads, num_kv_heads=kv_heads,
-                   head_size=dim, rotary_dim=rd)
-    init = {"head_size": dim, "rotary_dim": rd, "mrope_section": sections,
-            "mrope_interleaved": interleaved, "is_neox_style": neox}
+    inputs = _draw(
+        mrope,
+        14,
+        token_count=3,
+        num_query_heads=heads,
+        num_kv_heads=kv_heads,
+        head_size=dim,
+        rotary_dim=rd,
+    )
+    init = {
+        "head_size": dim,
+        "rotary_dim": rd,
+        "mrope_section": sections,
+        "mrope_interleaved": interleaved,
+        "is_neox_style": neox,
+    }
     out = _run(mrope, init, inputs)
     axes = _mrope_axes(rd // 2, sections, interleaved)
     for name, count in (("q", heads), ("k", kv_heads)):
@@ -453,8 +616,9 @@ def test_mrope_matches_float64_rotation_for_each_layout(interleaved, neox):
                 exact[t, :, i] = x_all[t, :, i] * c - x_all[t, :, j] * s
                 exact[t, :, j] = x_all[t, :, j] * c + x_all[t, :, i] * s
         _assert_within_one_ulp(out[name], exact.view(3, count * dim))
-        assert torch.equal(out[name].view(3, count, dim)[..., rd:],
-                           inputs[name].view(3, count, dim)[..., rd:])
+        assert torch.equal(
+            out[name].view(3, count, dim)[..., rd:], inputs[name].view(3, count, dim)[..., rd:]
+        )
 
 
 def test_mrope_axis_maps_differ_between_layouts():
@@ -468,15 +632,20 @@ def test_query_blocking_and_gqa_do_not_change_the_result():
     k = torch.randn(37, 2, 8, generator=gen).to(torch.bfloat16)
     v = torch.randn(37, 2, 8, generator=gen).to(torch.bfloat16)
     for causal in (False, True):
-        whole = _attention.attend_fp32(q, k, v, scale=0.3, causal=causal,
-                                       out_dtype=torch.float32)
-        blocked = _attention.attend_fp32(q, k, v, scale=0.3, causal=causal,
-                                         out_dtype=torch.float32, budget=6 * 37 * 5)
+        whole = _attention.attend_fp32(q, k, v, scale=0.3, causal=causal, out_dtype=torch.float32)
+        blocked = _attention.attend_fp32(
+            q, k, v, scale=0.3, causal=causal, out_dtype=torch.float32, budget=6 * 37 * 5
+        )
         torch.testing.assert_close(blocked, whole, rtol=1e-6, atol=1e-6)
         # Query head h reads KV head h // 3: the same as repeating KV heads explicitly.
-        repeated = _attention.attend_fp32(q, k.repeat_interleave(3, dim=1),
-                                          v.repeat_interleave(3, dim=1), scale=0.3,
-                                          causal=causal, out_dtype=torch.float32)
+        repeated = _attention.attend_fp32(
+            q,
+            k.repeat_interleave(3, dim=1),
+            v.repeat_interleave(3, dim=1),
+            scale=0.3,
+            causal=causal,
+            out_dtype=torch.float32,
+        )
         torch.testing.assert_close(repeated, whole, rtol=1e-6, atol=1e-6)
 
 
@@ -488,8 +657,12 @@ def _policy_failure_share(reference: torch.Tensor, candidate: torch.Tensor, poli
 
 
 def test_attention_policy_passes_a_bf16_flash_style_kernel_and_fails_wrong_answers():
-    for module in (attention_forward, unified_attention, paged_attention_decode,
-                   mla_decode_attention):
+    for module in (
+        attention_forward,
+        unified_attention,
+        paged_attention_decode,
+        mla_decode_attention,
+    ):
         assert module.SPEC.policy is _attention.ATTENTION_POLICY
         assert module.CHECKER_NOTES.startswith(_attention.ATTENTION_CHECKER_NOTES)
     policy = _attention.ATTENTION_POLICY
@@ -499,7 +672,7 @@ def test_attention_policy_passes_a_bf16_flash_style_kernel_and_fails_wrong_answe
     q, k, v = (inputs[name].float().transpose(0, 1) for name in "qkv")
     scores = q @ k.transpose(1, 2) / math.sqrt(72)
     weights = torch.exp(scores - scores.amax(-1, keepdim=True))
-    flash = ((weights.to(torch.bfloat16).float() @ v) / weights.sum(-1, keepdim=True))
+    flash = (weights.to(torch.bfloat16).float() @ v) / weights.sum(-1, keepdim=True)
     flash = flash.transpose(0, 1).to(torch.bfloat16)
     assert _policy_failure_share(reference, flash, policy) <= policy.max_mismatch_share
     assert _policy_failure_share(reference, reference * 1.02, policy) > 0.01
@@ -528,8 +701,16 @@ def test_attention_forward_inputs_follow_the_documented_draws():
 
 
 def test_unified_attention_inputs_follow_the_documented_draws_and_tables():
-    inputs = _draw(unified_attention, 22, num_seqs=2, seq_lens=[5, 17], num_query_heads=4,
-                   num_kv_heads=2, head_size=8, block_size=4)
+    inputs = _draw(
+        unified_attention,
+        22,
+        num_seqs=2,
+        seq_lens=[5, 17],
+        num_query_heads=4,
+        num_kv_heads=2,
+        head_size=8,
+        block_size=4,
+    )
     max_blocks, num_blocks = 5 + 2, 2 * 7 + 64
     cache = ((num_blocks, 4, 2, 8), torch.bfloat16)
     q, k_cache, v_cache = _replay(22, [((22, 4, 8), torch.bfloat16), cache, cache])
@@ -541,19 +722,40 @@ def test_unified_attention_inputs_follow_the_documented_draws_and_tables():
     assert inputs["cu_seqlens_q"].tolist() == [0, 5, 22]
     assert inputs["seqused_k"].tolist() == [5, 17]
     with pytest.raises(ValueError):
-        _draw(unified_attention, 22, num_seqs=3, seq_lens=[5, 17], num_query_heads=4,
-              num_kv_heads=2, head_size=8, block_size=4)
+        _draw(
+            unified_attention,
+            22,
+            num_seqs=3,
+            seq_lens=[5, 17],
+            num_query_heads=4,
+            num_kv_heads=2,
+            head_size=8,
+            block_size=4,
+        )
 
 
-@pytest.mark.parametrize("dtype, torch_dtype", [("bf16", torch.bfloat16),
-                                                ("fp16", torch.float16)])
+@pytest.mark.parametrize("dtype, torch_dtype", [("bf16", torch.bfloat16), ("fp16", torch.float16)])
 def test_paged_attention_inputs_follow_the_documented_draws(dtype, torch_dtype):
-    inputs = _draw(paged_attention_decode, 23, num_seqs=2, ctx_len=20, num_query_heads=4,
-                   num_kv_heads=2, head_size=32, block_size=16, dtype=dtype)
+    inputs = _draw(
+        paged_attention_decode,
+        23,
+        num_seqs=2,
+        ctx_len=20,
+        num_query_heads=4,
+        num_kv_heads=2,
+        head_size=32,
+        block_size=16,
+        dtype=dtype,
+    )
     num_blocks = 2 * 2 + 16
-    query, k_cache, v_cache = _replay(23, [((2, 4, 32), torch_dtype),
-                                           ((num_blocks, 2, 4, 16, 8), torch_dtype),
-                                           ((num_blocks, 2, 32, 16), torch_dtype)])
+    query, k_cache, v_cache = _replay(
+        23,
+        [
+            ((2, 4, 32), torch_dtype),
+            ((num_blocks, 2, 4, 16, 8), torch_dtype),
+            ((num_blocks, 2, 32, 16), torch_dtype),
+        ],
+    )
     assert torch.equal(inputs["query"], query) and torch.equal(inputs["k_cache"], k_cache)
     assert torch.equal(inputs["v_cache"], v_cache)
     assert inputs["block_tables"].tolist() == [[0, 1], [2, 3]]
@@ -562,8 +764,15 @@ def test_paged_attention_inputs_follow_the_documented_draws(dtype, torch_dtype):
 
 
 def test_mla_inputs_follow_the_documented_draws():
-    inputs = _draw(mla_decode_attention, 24, batch_size=2, ctx_len=5, nhead=3, kv_lora_rank=8,
-                   qk_rope_head_dim=4)
+    inputs = _draw(
+        mla_decode_attention,
+        24,
+        batch_size=2,
+        ctx_len=5,
+        nhead=3,
+        kv_lora_rank=8,
+        qk_rope_head_dim=4,
+    )
     q, kv = _replay(24, [((2, 3, 12), torch.bfloat16), ((10, 1, 12), torch.bfloat16)])
     assert torch.equal(inputs["q"], q) and torch.equal(inputs["kv_cache"], kv)
     assert inputs["seq_lens"].dtype == torch.int32 and inputs["seq_lens"].tolist() == [5, 5]
@@ -581,24 +790,33 @@ def test_reshape_and_cache_inputs_follow_the_documented_draws():
 
 
 def test_fused_qkv_rope_inputs_draw_bias_after_qkv_at_one_hundredth_scale():
-    inputs = _draw(fused_qkv_rope, 26, total_tokens=64, num_heads=4, num_kv_heads=2,
-                   head_dim=32, with_bias=True, dtype="fp16")
+    inputs = _draw(
+        fused_qkv_rope,
+        26,
+        total_tokens=64,
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=32,
+        with_bias=True,
+        dtype="fp16",
+    )
     qkv, bias = _replay(26, [((64, 256), torch.float16), ((256,), torch.float16)])
     assert torch.equal(inputs["qkv"], qkv)
     assert torch.equal(inputs["qkv_bias"], bias * 0.01)
     assert 0.007 < inputs["qkv_bias"].float().std() < 0.013
     assert inputs["positions"].dtype == torch.int32
     assert inputs["positions"].tolist() == list(range(64))
-    plain = _draw(fused_qkv_rope, 26, total_tokens=64, num_heads=4, num_kv_heads=2,
-                  head_dim=32)
+    plain = _draw(fused_qkv_rope, 26, total_tokens=64, num_heads=4, num_kv_heads=2, head_dim=32)
     assert set(plain) == {"qkv", "positions"} and plain["qkv"].dtype == torch.bfloat16
 
 
 def test_mrope_inputs_follow_the_documented_draws_and_scales():
-    inputs = _draw(mrope, 27, token_count=50, num_query_heads=4, num_kv_heads=2, head_size=32,
-                   rotary_dim=32)
-    q, k, alpha = _replay(27, [((50, 128), torch.bfloat16), ((50, 64), torch.bfloat16),
-                               ((3, 50, 16), torch.float32)])
+    inputs = _draw(
+        mrope, 27, token_count=50, num_query_heads=4, num_kv_heads=2, head_size=32, rotary_dim=32
+    )
+    q, k, alpha = _replay(
+        27, [((50, 128), torch.bfloat16), ((50, 64), torch.bfloat16), ((3, 50, 16), torch.float32)]
+    )
     assert torch.equal(inputs["q"], q * 0.02) and torch.equal(inputs["k"], k * 0.02)
     assert torch.equal(inputs["cos"], torch.cos(alpha * 0.1))
     assert torch.equal(inputs["sin"], torch.sin(alpha * 0.1))
@@ -608,13 +826,13 @@ def test_mrope_inputs_follow_the_documented_draws_and_scales():
     assert 0.08 < angle.std() < 0.12
 
 
-@pytest.mark.parametrize("slug, init_kwargs, input_kwargs", SMALL_CASES[::2],
-                         ids=[case[0] for case in SMALL_CASES[::2]])
+@pytest.mark.parametrize(
+    "slug, init_kwargs, input_kwargs", SMALL_CASES[::2], ids=[case[0] for case in SMALL_CASES[::2]]
+)
 def test_same_seed_same_inputs_other_seed_other_inputs(slug, init_kwargs, input_kwargs):
     module = MODULES[slug]
     first, again, other = (_draw(module, seed, **input_kwargs) for seed in (31, 31, 32))
     assert all(torch.equal(first[name], again[name]) for name in first)
-    random_names = [name for name in first if first[name].is_floating_point()
-                    and first[name].any()]
+    random_names = [name for name in first if first[name].is_floating_point() and first[name].any()]
     assert random_names
     assert all(not torch.equal(first[name], other[name]) for name in random_names)

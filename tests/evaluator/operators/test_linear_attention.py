@@ -26,8 +26,12 @@ from evaluator.operators import (
 )
 from tests.release import require_release
 
-MODULES = (causal_conv1d, chunk_delta_rule_output, chunk_gated_delta_rule_state,
-           gated_delta_rule_update)
+MODULES = (
+    causal_conv1d,
+    chunk_delta_rule_output,
+    chunk_gated_delta_rule_state,
+    gated_delta_rule_update,
+)
 BF16 = torch.bfloat16
 
 
@@ -45,19 +49,22 @@ def head_of(value_head: int, num_v_heads: int, num_qk_heads: int) -> int:
     return min(value_head // ratio, num_qk_heads - 1)
 
 
-def assert_within_bf16_steps(actual: torch.Tensor, expected: torch.Tensor, steps: int = 1,
-                             min_exact_share: float = 0.9) -> None:
+def assert_within_bf16_steps(
+    actual: torch.Tensor, expected: torch.Tensor, steps: int = 1, min_exact_share: float = 0.9
+) -> None:
     """Every element within ``steps`` bf16 ulps of ``expected`` and most exactly equal."""
     assert actual.shape == expected.shape
     a, e = actual.double(), expected.to(BF16).double()
-    ulp = torch.where(e == 0, torch.full_like(e, 2.0**-133),
-                      torch.exp2(torch.floor(torch.log2(e.abs())) - 7))
+    ulp = torch.where(
+        e == 0, torch.full_like(e, 2.0**-133), torch.exp2(torch.floor(torch.log2(e.abs())) - 7)
+    )
     assert ((a - e).abs() <= steps * ulp).all(), float((a - e).abs().max())
     assert (a == e).double().mean().item() >= min_exact_share
 
 
-def run_reference(module: ModuleType, init_kwargs: dict[str, Any],
-                  inputs: dict[str, torch.Tensor]) -> Any:
+def run_reference(
+    module: ModuleType, init_kwargs: dict[str, Any], inputs: dict[str, torch.Tensor]
+) -> Any:
     """Build the reference and call it on ``inputs``."""
     return module.SPEC.build_reference(init_kwargs)(**inputs)
 
@@ -74,15 +81,42 @@ def published(op: str) -> tuple[dict[str, Any], dict[str, Any]]:
 # several sequences mapped to non-trivial pool slots.
 SMALL: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "causal_conv1d": ({}, {"token_count": 9, "dim": 6, "width": 4}),
-    "chunk_delta_rule_output": ({"chunk_size": 4}, {
-        "batch_size": 2, "token_count": 11, "num_q_heads": 2, "num_v_heads": 4, "key_dim": 5,
-        "value_dim": 3, "chunk_size": 4}),
-    "chunk_gated_delta_rule_state": ({"chunk_size": 4}, {
-        "batch_size": 2, "token_count": 11, "num_k_heads": 2, "num_v_heads": 4, "key_dim": 5,
-        "value_dim": 3, "state_count": 5}),
-    "gated_delta_rule_update": ({}, {
-        "batch_size": 2, "token_count": 6, "num_q_heads": 2, "num_v_heads": 4, "key_dim": 5,
-        "value_dim": 3, "state_count": 5}),
+    "chunk_delta_rule_output": (
+        {"chunk_size": 4},
+        {
+            "batch_size": 2,
+            "token_count": 11,
+            "num_q_heads": 2,
+            "num_v_heads": 4,
+            "key_dim": 5,
+            "value_dim": 3,
+            "chunk_size": 4,
+        },
+    ),
+    "chunk_gated_delta_rule_state": (
+        {"chunk_size": 4},
+        {
+            "batch_size": 2,
+            "token_count": 11,
+            "num_k_heads": 2,
+            "num_v_heads": 4,
+            "key_dim": 5,
+            "value_dim": 3,
+            "state_count": 5,
+        },
+    ),
+    "gated_delta_rule_update": (
+        {},
+        {
+            "batch_size": 2,
+            "token_count": 6,
+            "num_q_heads": 2,
+            "num_v_heads": 4,
+            "key_dim": 5,
+            "value_dim": 3,
+            "state_count": 5,
+        },
+    ),
 }
 
 
@@ -102,8 +136,7 @@ def test_work_reproduces_every_published_shape(module: ModuleType) -> None:
 
 
 def test_specs_identify_the_operators() -> None:
-    assert [(m.SPEC.slug, m.SPEC.atrex_id, m.SPEC.phase, m.SPEC.output_names)
-            for m in MODULES] == [
+    assert [(m.SPEC.slug, m.SPEC.atrex_id, m.SPEC.phase, m.SPEC.output_names) for m in MODULES] == [
         ("causal_conv1d", "atrex_003", "prefill", ("out",)),
         ("chunk_delta_rule_output", "atrex_004", "prefill", ("out",)),
         ("chunk_gated_delta_rule_state", "atrex_005", "prefill", ("h", "v_new", "final_state")),
@@ -117,23 +150,29 @@ def test_specs_identify_the_operators() -> None:
 
 EXPECTED_STRUCTURE: dict[str, Callable[[dict[str, Any]], dict[str, tuple[tuple, torch.dtype]]]] = {
     "causal_conv1d": lambda k: {"out": ((k["dim"], k["token_count"]), BF16)},
-    "chunk_delta_rule_output": lambda k: {"out": (
-        (k["batch_size"], k["token_count"], k["num_v_heads"], k["value_dim"]), BF16)},
+    "chunk_delta_rule_output": lambda k: {
+        "out": ((k["batch_size"], k["token_count"], k["num_v_heads"], k["value_dim"]), BF16)
+    },
     "chunk_gated_delta_rule_state": lambda k: {
         "h": ((k["batch_size"], 3, k["num_v_heads"], k["key_dim"], k["value_dim"]), BF16),
         "v_new": ((k["batch_size"], k["token_count"], k["num_v_heads"], k["value_dim"]), BF16),
-        "final_state": ((k["state_count"], k["num_v_heads"], k["key_dim"], k["value_dim"]),
-                        torch.float32)},
+        "final_state": (
+            (k["state_count"], k["num_v_heads"], k["key_dim"], k["value_dim"]),
+            torch.float32,
+        ),
+    },
     "gated_delta_rule_update": lambda k: {
         "out": ((k["batch_size"], k["token_count"], k["num_v_heads"], k["value_dim"]), BF16),
-        "final_state": ((k["state_count"], k["num_v_heads"], k["key_dim"], k["value_dim"]),
-                        torch.float32)},
+        "final_state": (
+            (k["state_count"], k["num_v_heads"], k["key_dim"], k["value_dim"]),
+            torch.float32,
+        ),
+    },
 }
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.SPEC.slug)
-def test_reference_structure_is_deterministic_and_leaves_inputs_alone(module: ModuleType
-                                                                       ) -> None:
+def test_reference_structure_is_deterministic_and_leaves_inputs_alone(module: ModuleType) -> None:
     init_kwargs, input_kwargs = SMALL[module.SPEC.slug]
     inputs = module.SPEC.make_inputs(device="cpu", seed=11, **input_kwargs)
     before = {name: tensor.clone() for name, tensor in inputs.items()}
@@ -161,51 +200,62 @@ def test_reference_structure_is_deterministic_and_leaves_inputs_alone(module: Mo
 
 def _draw_conv(gen: torch.Generator, k: dict[str, Any]) -> dict[str, torch.Tensor]:
     c, t, w = k["dim"], k["token_count"], k["width"]
-    return {"x": torch.randn((c, t), dtype=BF16, generator=gen) * 0.02,
-            "weight": torch.randn((c, w), dtype=BF16, generator=gen) * 0.02,
-            "bias": torch.randn((c,), dtype=BF16, generator=gen) * 0.02,
-            "initial_state": torch.randn((1, c, w - 1), dtype=BF16, generator=gen) * 0.02}
+    return {
+        "x": torch.randn((c, t), dtype=BF16, generator=gen) * 0.02,
+        "weight": torch.randn((c, w), dtype=BF16, generator=gen) * 0.02,
+        "bias": torch.randn((c,), dtype=BF16, generator=gen) * 0.02,
+        "initial_state": torch.randn((1, c, w - 1), dtype=BF16, generator=gen) * 0.02,
+    }
 
 
 def _draw_output(gen: torch.Generator, k: dict[str, Any]) -> dict[str, torch.Tensor]:
     b, t, hq, hv = k["batch_size"], k["token_count"], k["num_q_heads"], k["num_v_heads"]
     nc = -(-t // k["chunk_size"])
-    return {"q": torch.randn((b, t, hq, k["key_dim"]), dtype=BF16, generator=gen) * 0.02,
-            "k": torch.randn((b, t, hq, k["key_dim"]), dtype=BF16, generator=gen),
-            "v": torch.randn((b, t, hv, k["value_dim"]), dtype=BF16, generator=gen) * 0.02,
-            "h": torch.randn((b, nc, hv, k["key_dim"], k["value_dim"]), dtype=BF16,
-                             generator=gen) * 0.02,
-            "g": -torch.rand((b, t, hv), generator=gen)}
+    return {
+        "q": torch.randn((b, t, hq, k["key_dim"]), dtype=BF16, generator=gen) * 0.02,
+        "k": torch.randn((b, t, hq, k["key_dim"]), dtype=BF16, generator=gen),
+        "v": torch.randn((b, t, hv, k["value_dim"]), dtype=BF16, generator=gen) * 0.02,
+        "h": torch.randn((b, nc, hv, k["key_dim"], k["value_dim"]), dtype=BF16, generator=gen)
+        * 0.02,
+        "g": -torch.rand((b, t, hv), generator=gen),
+    }
 
 
 def _draw_state(gen: torch.Generator, k: dict[str, Any]) -> dict[str, torch.Tensor]:
     b, t, hk, hv = k["batch_size"], k["token_count"], k["num_k_heads"], k["num_v_heads"]
     s = k["state_count"]
-    return {"k": torch.randn((b, t, hk, k["key_dim"]), dtype=BF16, generator=gen) * 0.02,
-            "w": torch.randn((b, t, hv, k["key_dim"]), dtype=BF16, generator=gen) * 0.02,
-            "u": torch.randn((b, t, hv, k["value_dim"]), dtype=BF16, generator=gen) * 0.02,
-            "g": -torch.rand((b, t, hv), generator=gen),
-            "initial_state": torch.randn((s, hv, k["key_dim"], k["value_dim"]),
-                                         generator=gen) * 0.02,
-            "initial_state_indices": torch.arange(b, dtype=torch.int32) % s}
+    return {
+        "k": torch.randn((b, t, hk, k["key_dim"]), dtype=BF16, generator=gen) * 0.02,
+        "w": torch.randn((b, t, hv, k["key_dim"]), dtype=BF16, generator=gen) * 0.02,
+        "u": torch.randn((b, t, hv, k["value_dim"]), dtype=BF16, generator=gen) * 0.02,
+        "g": -torch.rand((b, t, hv), generator=gen),
+        "initial_state": torch.randn((s, hv, k["key_dim"], k["value_dim"]), generator=gen) * 0.02,
+        "initial_state_indices": torch.arange(b, dtype=torch.int32) % s,
+    }
 
 
 def _draw_update(gen: torch.Generator, k: dict[str, Any]) -> dict[str, torch.Tensor]:
     b, t, hq, hv = k["batch_size"], k["token_count"], k["num_q_heads"], k["num_v_heads"]
     s, kd, vd = k["state_count"], k["key_dim"], k["value_dim"]
-    return {"A_log": torch.randn((hv,), generator=gen) * 0.02,
-            "a": torch.randn((b, t, hv), dtype=BF16, generator=gen) * 0.02,
-            "dt_bias": torch.randn((hv,), dtype=BF16, generator=gen) * 0.02,
-            "q": torch.randn((b, t, hq, kd), dtype=BF16, generator=gen) * 0.02,
-            "k": torch.randn((b, t, hq, kd), dtype=BF16, generator=gen),
-            "v": torch.randn((b, t, hv, vd), dtype=BF16, generator=gen) * 0.02,
-            "b": torch.randn((b, t, hv), dtype=BF16, generator=gen),
-            "initial_state": torch.randn((s, hv, kd, vd), generator=gen) * 0.02,
-            "initial_state_indices": torch.arange(b, dtype=torch.int32) % s}
+    return {
+        "A_log": torch.randn((hv,), generator=gen) * 0.02,
+        "a": torch.randn((b, t, hv), dtype=BF16, generator=gen) * 0.02,
+        "dt_bias": torch.randn((hv,), dtype=BF16, generator=gen) * 0.02,
+        "q": torch.randn((b, t, hq, kd), dtype=BF16, generator=gen) * 0.02,
+        "k": torch.randn((b, t, hq, kd), dtype=BF16, generator=gen),
+        "v": torch.randn((b, t, hv, vd), dtype=BF16, generator=gen) * 0.02,
+        "b": torch.randn((b, t, hv), dtype=BF16, generator=gen),
+        "initial_state": torch.randn((s, hv, kd, vd), generator=gen) * 0.02,
+        "initial_state_indices": torch.arange(b, dtype=torch.int32) % s,
+    }
 
 
-DRAWS = {"causal_conv1d": _draw_conv, "chunk_delta_rule_output": _draw_output,
-         "chunk_gated_delta_rule_state": _draw_state, "gated_delta_rule_update": _draw_update}
+DRAWS = {
+    "causal_conv1d": _draw_conv,
+    "chunk_delta_rule_output": _draw_output,
+    "chunk_gated_delta_rule_state": _draw_state,
+    "gated_delta_rule_update": _draw_update,
+}
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.SPEC.slug)
@@ -229,8 +279,15 @@ def test_input_statistics_match_the_documented_scales() -> None:
     assert conv["x"].float().std().item() == pytest.approx(0.02, rel=0.05)
 
     out_in = chunk_delta_rule_output.SPEC.make_inputs(
-        device="cpu", seed=1, batch_size=1, token_count=130, num_q_heads=2, num_v_heads=4,
-        key_dim=16, value_dim=16)
+        device="cpu",
+        seed=1,
+        batch_size=1,
+        token_count=130,
+        num_q_heads=2,
+        num_v_heads=4,
+        key_dim=16,
+        value_dim=16,
+    )
     assert out_in["h"].shape == (1, 3, 4, 16, 16)
     assert out_in["q"].float().std().item() == pytest.approx(0.02, rel=0.1)
     assert out_in["k"].float().std().item() == pytest.approx(1.0, rel=0.1)
@@ -239,16 +296,32 @@ def test_input_statistics_match_the_documented_scales() -> None:
     assert g.mean().item() == pytest.approx(-0.5, abs=0.05)
 
     state_in = chunk_gated_delta_rule_state.SPEC.make_inputs(
-        device="cpu", seed=1, batch_size=3, token_count=70, num_k_heads=2, num_v_heads=4,
-        key_dim=8, value_dim=8, state_count=2)
+        device="cpu",
+        seed=1,
+        batch_size=3,
+        token_count=70,
+        num_k_heads=2,
+        num_v_heads=4,
+        key_dim=8,
+        value_dim=8,
+        state_count=2,
+    )
     assert state_in["initial_state"].dtype == torch.float32
     assert state_in["initial_state"].std().item() == pytest.approx(0.02, rel=0.1)
     assert state_in["initial_state_indices"].dtype == torch.int32
     assert state_in["initial_state_indices"].tolist() == [0, 1, 0]  # b mod S
 
     upd = gated_delta_rule_update.SPEC.make_inputs(
-        device="cpu", seed=1, batch_size=1, token_count=200, num_q_heads=2, num_v_heads=4,
-        key_dim=16, value_dim=16, state_count=2)
+        device="cpu",
+        seed=1,
+        batch_size=1,
+        token_count=200,
+        num_q_heads=2,
+        num_v_heads=4,
+        key_dim=16,
+        value_dim=16,
+        state_count=2,
+    )
     assert upd["A_log"].dtype == torch.float32 and upd["A_log"].shape == (4,)
     assert upd["b"].float().std().item() == pytest.approx(1.0, rel=0.1)
     assert upd["k"].float().std().item() == pytest.approx(1.0, rel=0.1)
@@ -304,8 +377,9 @@ def test_conv_rounds_before_silu() -> None:
     x = torch.tensor([[1.0]], dtype=BF16)
     weight = torch.tensor([[0.0, 0.0, 1.0]], dtype=BF16)
     bias = torch.tensor([2.0**-9], dtype=torch.float32).to(BF16)
-    out = causal_conv1d.Model()(x=x, weight=weight, bias=bias,
-                                initial_state=torch.zeros(1, 1, 2, dtype=BF16))
+    out = causal_conv1d.Model()(
+        x=x, weight=weight, bias=bias, initial_state=torch.zeros(1, 1, 2, dtype=BF16)
+    )
     assert out.item() == rnd_bf16(1.0 / (1.0 + math.exp(-1.0)))
 
 
@@ -317,14 +391,15 @@ def test_conv_rejects_an_unknown_activation() -> None:
 # --------------------------------------------------------------------------- chunk output
 
 
-def output_loop(inputs: dict[str, torch.Tensor], chunk: int, scale: float | None = None
-                ) -> torch.Tensor:
+def output_loop(
+    inputs: dict[str, torch.Tensor], chunk: int, scale: float | None = None
+) -> torch.Tensor:
     """chunk_delta_rule_output from the prose, per (b, j, token) in float64."""
     q, k, v = inputs["q"].double(), inputs["k"].double(), inputs["v"].double()
     h, g = inputs["h"].double(), inputs["g"].double()
     batch, tokens, hq, key_dim = q.shape
     hv = v.shape[2]
-    scale = key_dim ** -0.5 if scale is None else scale
+    scale = key_dim**-0.5 if scale is None else scale
     out = torch.empty(v.shape, dtype=torch.float64)
     for b in range(batch):
         for j in range(hv):
@@ -352,8 +427,15 @@ def monotone_gates(shape: tuple[int, ...], seed: int) -> torch.Tensor:
 @pytest.mark.parametrize("heads", [(2, 4), (4, 6), (3, 3)], ids=["r2", "r1-clamped", "r1"])
 def test_chunk_output_matches_an_independent_loop(gates: str, heads: tuple[int, int]) -> None:
     hq, hv = heads
-    kwargs = {"batch_size": 2, "token_count": 10, "num_q_heads": hq, "num_v_heads": hv,
-              "key_dim": 5, "value_dim": 3, "chunk_size": 4}
+    kwargs = {
+        "batch_size": 2,
+        "token_count": 10,
+        "num_q_heads": hq,
+        "num_v_heads": hv,
+        "key_dim": 5,
+        "value_dim": 3,
+        "chunk_size": 4,
+    }
     inputs = chunk_delta_rule_output.SPEC.make_inputs(device="cpu", seed=7, **kwargs)
     if gates == "monotone":
         inputs["g"] = monotone_gates(tuple(inputs["g"].shape), seed=8)
@@ -368,22 +450,26 @@ def test_chunk_output_explicit_scale_multiplies_both_terms() -> None:
     assert_within_bf16_steps(got, output_loop(inputs, chunk=4, scale=0.7))
 
 
-def _one_head_output_inputs(q: list[float], k: list[float], v: list[float], g: list[float]
-                            ) -> dict[str, torch.Tensor]:
+def _one_head_output_inputs(
+    q: list[float], k: list[float], v: list[float], g: list[float]
+) -> dict[str, torch.Tensor]:
     tokens = len(q)
-    return {"q": torch.tensor(q, dtype=BF16).reshape(1, tokens, 1, 1),
-            "k": torch.tensor(k, dtype=BF16).reshape(1, tokens, 1, 1),
-            "v": torch.tensor(v, dtype=BF16).reshape(1, tokens, 1, 1),
-            "h": torch.zeros(1, 1, 1, 1, 1, dtype=BF16),
-            "g": torch.tensor(g, dtype=torch.float32).reshape(1, tokens, 1)}
+    return {
+        "q": torch.tensor(q, dtype=BF16).reshape(1, tokens, 1, 1),
+        "k": torch.tensor(k, dtype=BF16).reshape(1, tokens, 1, 1),
+        "v": torch.tensor(v, dtype=BF16).reshape(1, tokens, 1, 1),
+        "h": torch.zeros(1, 1, 1, 1, 1, dtype=BF16),
+        "g": torch.tensor(g, dtype=torch.float32).reshape(1, tokens, 1),
+    }
 
 
 def test_chunk_output_positive_gate_exponent_zeroes_the_pair() -> None:
     # Token 1's gate is below token 0's: G[1] − G[0] = −0.5 keeps the pair; token 2's gate
     # is above token 0's, so the (2, 0) pair is masked however large k[0] is (a clamp to
     # exp(0) = 1 would leak 1000·1 into out[2]).
-    inputs = _one_head_output_inputs(q=[1.0, 1.0, 1.0], k=[1000.0, 0.0, 0.0],
-                                     v=[1.0, 0.0, 0.0], g=[-0.5, -1.0, 0.0])
+    inputs = _one_head_output_inputs(
+        q=[1.0, 1.0, 1.0], k=[1000.0, 0.0, 0.0], v=[1.0, 0.0, 0.0], g=[-0.5, -1.0, 0.0]
+    )
     out = chunk_delta_rule_output.Model(chunk_size=4)(**inputs)
     assert out[0, 2, 0, 0].item() == 0.0
     assert out[0, 1, 0, 0].item() == rnd_bf16(rnd_bf16(1000.0 * math.exp(-0.5)))
@@ -455,8 +541,15 @@ def state_loop(inputs: dict[str, torch.Tensor], chunk: int) -> dict[str, torch.T
 @pytest.mark.parametrize("heads", [(2, 4), (4, 6)], ids=["r2", "r1-clamped"])
 def test_chunk_state_matches_an_independent_loop(gates: str, heads: tuple[int, int]) -> None:
     hk, hv = heads
-    kwargs = {"batch_size": 3, "token_count": 10, "num_k_heads": hk, "num_v_heads": hv,
-              "key_dim": 5, "value_dim": 3, "state_count": 6}
+    kwargs = {
+        "batch_size": 3,
+        "token_count": 10,
+        "num_k_heads": hk,
+        "num_v_heads": hv,
+        "key_dim": 5,
+        "value_dim": 3,
+        "state_count": 6,
+    }
     inputs = chunk_gated_delta_rule_state.SPEC.make_inputs(device="cpu", seed=2, **kwargs)
     inputs["initial_state_indices"] = torch.tensor([4, 1, 3], dtype=torch.int32)
     if gates == "monotone":
@@ -475,22 +568,26 @@ def test_chunk_state_matches_an_independent_loop(gates: str, heads: tuple[int, i
         assert not torch.equal(final[slot], inputs["initial_state"][slot])
 
 
-def _one_head_state_inputs(k: list[float], w: list[float], u: list[float], g: list[float],
-                           sigma: float) -> dict[str, torch.Tensor]:
+def _one_head_state_inputs(
+    k: list[float], w: list[float], u: list[float], g: list[float], sigma: float
+) -> dict[str, torch.Tensor]:
     tokens = len(k)
-    return {"k": torch.tensor(k, dtype=BF16).reshape(1, tokens, 1, 1),
-            "w": torch.tensor(w, dtype=BF16).reshape(1, tokens, 1, 1),
-            "u": torch.tensor(u, dtype=BF16).reshape(1, tokens, 1, 1),
-            "g": torch.tensor(g, dtype=torch.float32).reshape(1, tokens, 1),
-            "initial_state": torch.tensor([[[[sigma]]]], dtype=torch.float32),
-            "initial_state_indices": torch.tensor([0], dtype=torch.int32)}
+    return {
+        "k": torch.tensor(k, dtype=BF16).reshape(1, tokens, 1, 1),
+        "w": torch.tensor(w, dtype=BF16).reshape(1, tokens, 1, 1),
+        "u": torch.tensor(u, dtype=BF16).reshape(1, tokens, 1, 1),
+        "g": torch.tensor(g, dtype=torch.float32).reshape(1, tokens, 1),
+        "initial_state": torch.tensor([[[[sigma]]]], dtype=torch.float32),
+        "initial_state_indices": torch.tensor([0], dtype=torch.int32),
+    }
 
 
 def test_chunk_state_rounds_the_state_for_the_w_product_only() -> None:
     # Σ0 = 1 + 2^-10 (bf16: 1.0). Chunk 0 adds nothing, so Σ stays 1 + 2^-10 in fp32;
     # chunk 1: Vc = u − w·rnd_bf16(Σ) = 1 − 1 = 0 (with the fp32 Σ it would be −2^-10).
-    inputs = _one_head_state_inputs(k=[1.0, 1.0], w=[0.0, 1.0], u=[0.0, 1.0], g=[0.0, 0.0],
-                                    sigma=1.0 + 2.0**-10)
+    inputs = _one_head_state_inputs(
+        k=[1.0, 1.0], w=[0.0, 1.0], u=[0.0, 1.0], g=[0.0, 0.0], sigma=1.0 + 2.0**-10
+    )
     got = chunk_gated_delta_rule_state.Model(chunk_size=1)(**inputs)
     assert got["h"].flatten().tolist() == [1.0, 1.0]
     assert got["v_new"].flatten().tolist() == [0.0, 0.0]
@@ -500,8 +597,9 @@ def test_chunk_state_rounds_the_state_for_the_w_product_only() -> None:
 def test_chunk_state_positive_decay_exponent_drops_the_row() -> None:
     # One chunk of 2: γ = g[1] = −0.25; token 0 has γ − g[0] = +0.25 > 0 → factor 0, not 1,
     # so its huge value never reaches the state; token 1 has factor exp(0) = 1.
-    inputs = _one_head_state_inputs(k=[1.0, 1.0], w=[0.0, 0.0], u=[1000.0, 3.0],
-                                    g=[-0.5, -0.25], sigma=2.0)
+    inputs = _one_head_state_inputs(
+        k=[1.0, 1.0], w=[0.0, 0.0], u=[1000.0, 3.0], g=[-0.5, -0.25], sigma=2.0
+    )
     got = chunk_gated_delta_rule_state.Model(chunk_size=2)(**inputs)
     expected = torch.tensor(2.0, dtype=torch.float32) * torch.exp(torch.tensor(-0.25)) + 3.0
     assert got["final_state"].item() == expected.item()
@@ -512,8 +610,9 @@ def test_chunk_state_scales_rows_before_rounding_them() -> None:
     # Ṽ = rnd_bf16(f · Vc) from the unrounded Vc: Vc = u − w·Σ with u = 1, w·Σ = 2^-9
     # gives Vc = 1 − 2^-9 (v_new rounds it to 1.0); f = exp(−0.125) on the first row.
     # rnd_bf16(f·Vc) = 0.87890625, rnd_bf16(f·1.0) = 0.8828125, f·Vc = 0.88077...
-    inputs = _one_head_state_inputs(k=[1.0, 0.0], w=[2.0**-9, 0.0], u=[1.0, 0.0],
-                                    g=[0.0, -0.125], sigma=1.0)
+    inputs = _one_head_state_inputs(
+        k=[1.0, 0.0], w=[2.0**-9, 0.0], u=[1.0, 0.0], g=[0.0, -0.125], sigma=1.0
+    )
     got = chunk_gated_delta_rule_state.Model(chunk_size=2)(**inputs)
     decay = torch.exp(torch.tensor(-0.125))
     expected = torch.tensor(1.0) * decay + torch.tensor(0.87890625)
@@ -523,8 +622,9 @@ def test_chunk_state_scales_rows_before_rounding_them() -> None:
 
 def test_chunk_state_partial_last_chunk_uses_its_own_last_gate() -> None:
     # T = 3 with chunks of 2: the last chunk is token 2 alone, so γ = g[2] and f = exp(0).
-    inputs = _one_head_state_inputs(k=[0.0, 0.0, 1.0], w=[0.0] * 3, u=[0.0, 0.0, 5.0],
-                                    g=[-0.5, -0.5, -0.75], sigma=0.0)
+    inputs = _one_head_state_inputs(
+        k=[0.0, 0.0, 1.0], w=[0.0] * 3, u=[0.0, 0.0, 5.0], g=[-0.5, -0.5, -0.75], sigma=0.0
+    )
     got = chunk_gated_delta_rule_state.Model(chunk_size=2)(**inputs)
     assert got["h"].shape == (1, 2, 1, 1, 1)
     assert got["final_state"].item() == 5.0
@@ -533,9 +633,14 @@ def test_chunk_state_partial_last_chunk_uses_its_own_last_gate() -> None:
 # --------------------------------------------------------------------------- recurrent update
 
 
-def update_loop(inputs: dict[str, torch.Tensor], *, beta: float = 1.0,
-                threshold: float = 20.0, scale: float | None = None, l2norm: bool = True
-                ) -> dict[str, torch.Tensor]:
+def update_loop(
+    inputs: dict[str, torch.Tensor],
+    *,
+    beta: float = 1.0,
+    threshold: float = 20.0,
+    scale: float | None = None,
+    l2norm: bool = True,
+) -> dict[str, torch.Tensor]:
     """gated_delta_rule_update from the prose, per (b, j, t), in float64."""
     q, k, v = inputs["q"].double(), inputs["k"].double(), inputs["v"].double()
     a, bgate = inputs["a"].double(), inputs["b"].double()
@@ -543,7 +648,7 @@ def update_loop(inputs: dict[str, torch.Tensor], *, beta: float = 1.0,
     pool, slots = inputs["initial_state"], inputs["initial_state_indices"].tolist()
     batch, tokens, hq, key_dim = q.shape
     hv = v.shape[2]
-    scale = key_dim ** -0.5 if scale is None else scale
+    scale = key_dim**-0.5 if scale is None else scale
     out = torch.empty(v.shape, dtype=torch.float64)
     final = pool.clone().double()
     for b in range(batch):
@@ -577,8 +682,15 @@ def _compare_update(got: dict[str, torch.Tensor], expected: dict[str, torch.Tens
 @pytest.mark.parametrize("heads", [(2, 4), (4, 6)], ids=["r2", "r1-clamped"])
 def test_update_matches_an_independent_loop(heads: tuple[int, int]) -> None:
     hq, hv = heads
-    kwargs = {"batch_size": 3, "token_count": 5, "num_q_heads": hq, "num_v_heads": hv,
-              "key_dim": 5, "value_dim": 3, "state_count": 5}
+    kwargs = {
+        "batch_size": 3,
+        "token_count": 5,
+        "num_q_heads": hq,
+        "num_v_heads": hv,
+        "key_dim": 5,
+        "value_dim": 3,
+        "state_count": 5,
+    }
     inputs = gated_delta_rule_update.SPEC.make_inputs(device="cpu", seed=4, **kwargs)
     inputs["initial_state_indices"] = torch.tensor([3, 0, 4], dtype=torch.int32)
     got = run_reference(gated_delta_rule_update, {}, inputs)
@@ -595,8 +707,7 @@ def test_update_options_softplus_threshold_scale_and_no_l2norm() -> None:
     # Large a on one entry: β·z above the threshold takes the linear branch.
     inputs["a"] = inputs["a"].clone()
     inputs["a"][0, 1, 2] = 1.5
-    init = {"softplus_beta": 2.0, "softplus_threshold": 2.0, "scale": 0.3,
-            "use_qk_l2norm": False}
+    init = {"softplus_beta": 2.0, "softplus_threshold": 2.0, "scale": 0.3, "use_qk_l2norm": False}
     got = run_reference(gated_delta_rule_update, init, inputs)
     expected = update_loop(inputs, beta=2.0, threshold=2.0, scale=0.3, l2norm=False)
     _compare_update(got, expected)
@@ -605,13 +716,17 @@ def test_update_options_softplus_threshold_scale_and_no_l2norm() -> None:
 def test_update_reads_out_with_the_updated_state() -> None:
     # K = V = 1, Σ0 = 0, q = k = 1 (normalised: 1), v = 2, b large (β_t ≈ 1), scale 1:
     # Σ1 = δ = 2·sigmoid(b) and out = Σ1 (a read-out before the update would give 0).
-    inputs = {"A_log": torch.zeros(1), "a": torch.zeros(1, 1, 1, dtype=BF16),
-              "dt_bias": torch.zeros(1, dtype=BF16), "q": torch.ones(1, 1, 1, 1, dtype=BF16),
-              "k": torch.ones(1, 1, 1, 1, dtype=BF16),
-              "v": torch.full((1, 1, 1, 1), 2.0, dtype=BF16),
-              "b": torch.full((1, 1, 1), 4.0, dtype=BF16),
-              "initial_state": torch.zeros(2, 1, 1, 1),
-              "initial_state_indices": torch.tensor([1], dtype=torch.int32)}
+    inputs = {
+        "A_log": torch.zeros(1),
+        "a": torch.zeros(1, 1, 1, dtype=BF16),
+        "dt_bias": torch.zeros(1, dtype=BF16),
+        "q": torch.ones(1, 1, 1, 1, dtype=BF16),
+        "k": torch.ones(1, 1, 1, 1, dtype=BF16),
+        "v": torch.full((1, 1, 1, 1), 2.0, dtype=BF16),
+        "b": torch.full((1, 1, 1), 4.0, dtype=BF16),
+        "initial_state": torch.zeros(2, 1, 1, 1),
+        "initial_state_indices": torch.tensor([1], dtype=torch.int32),
+    }
     got = gated_delta_rule_update.Model()(**inputs)
     expected_state = 2.0 * torch.sigmoid(torch.tensor(4.0)).item()
     assert got["final_state"][1].item() == pytest.approx(expected_state, rel=1e-6)
@@ -622,8 +737,12 @@ def test_update_reads_out_with_the_updated_state() -> None:
 # --------------------------------------------------------------------------- published shapes
 
 
-CHEAP_SHAPES = {"causal_conv1d": ["0", "1", "5"], "chunk_delta_rule_output": ["0"],
-                "chunk_gated_delta_rule_state": ["0"], "gated_delta_rule_update": ["0", "8"]}
+CHEAP_SHAPES = {
+    "causal_conv1d": ["0", "1", "5"],
+    "chunk_delta_rule_output": ["0"],
+    "chunk_gated_delta_rule_state": ["0"],
+    "gated_delta_rule_update": ["0", "8"],
+}
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.SPEC.slug)
