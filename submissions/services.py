@@ -34,7 +34,8 @@ EVALUATE_TASK = "submissions.evaluate_run"
 
 # The moves the state machine allows. Anything else is a bug and raises.
 ALLOWED_MOVES: dict[str, set[str]] = {
-    Status.RECEIVED: {Status.VALIDATING, Status.CANCELLED},
+    # received -> scoring: results measured elsewhere and imported (submissions.result_import).
+    Status.RECEIVED: {Status.VALIDATING, Status.CANCELLED, Status.SCORING},
     Status.VALIDATING: {Status.QUEUED, Status.REJECTED, Status.FAILED},
     Status.QUEUED: {Status.RUNNING, Status.CANCELLED, Status.FAILED},
     Status.RUNNING: {Status.SCORING, Status.FAILED, Status.QUEUED, Status.CANCELLED},
@@ -326,7 +327,7 @@ def _held_reasons(results: dict) -> list[str]:
 
 
 @transaction.atomic
-def _store_results(run: EvaluationRun, results: dict) -> None:
+def _store_results(run: EvaluationRun, results: dict, *, importance: dict[str, float]) -> None:
     OperatorResult.objects.filter(run=run).delete()
     ShapeResult.objects.filter(run=run).delete()
     for operator in results.get("operators", []):
@@ -334,8 +335,8 @@ def _store_results(run: EvaluationRun, results: dict) -> None:
             run=run,
             operator=operator["operator"],
             status=operator.get("status", ""),
-            score=operator.get("score") or 0.0,
-            importance=operator.get("importance") or 0.0,
+            score=operator_score(operator.get("shapes", [])),
+            importance=importance.get(operator["operator"], 0.0),
             error=operator.get("error") or "",
             warnings=operator.get("warnings") or [],
         )
@@ -374,12 +375,21 @@ def _run_store_and_score(run: EvaluationRun, outcome: evaluation.EvaluatorOutcom
         submission=submission, from_status=Status.RUNNING, to_status=Status.SCORING
     ):
         return run
-    _store_results(run, results)
+    return evaluation_run_score_and_publish(run=run, results=results, log_tail=outcome.log_tail)
+
+
+def evaluation_run_score_and_publish(
+    *, run: EvaluationRun, results: dict, log_tail: str = ""
+) -> EvaluationRun:
+    """Store a run's results (its submission is in ``scoring``), score them with the suite
+    version's importance, then publish them or hold them for review."""
+    submission = run.submission
     # One scoring definition (evaluator.scoring), with the importance this suite version
     # publishes: the site does not trust figures it can recompute.
     importance = {
         op["slug"]: op["importance"] for op in submission.suite_version.definition["operators"]
     }
+    _store_results(run, results, importance=importance)
     scores = summarize(operators=results.get("operators", []), importance=importance)
     operator_scores = {
         op["operator"]: operator_score(op.get("shapes", [])) for op in results.get("operators", [])
@@ -391,7 +401,7 @@ def _run_store_and_score(run: EvaluationRun, outcome: evaluation.EvaluatorOutcom
         results={**results, "scores": scores},
         environment=environment,
         harness_version=results.get("harness_version", ""),
-        log_tail=outcome.log_tail,
+        log_tail=log_tail,
         shapes_done=scores.get("shapes_total", 0),
         shapes_total=scores.get("shapes_total", 0),
     )

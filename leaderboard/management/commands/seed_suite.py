@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evaluator.errors import AtrexError
 from evaluator.suite import list_suites, load_suite
-from leaderboard.services import hardware_profiles_sync, suite_version_import
+from leaderboard.services import CurationError, hardware_profiles_sync, suite_version_import
 
 
 class Command(BaseCommand):
@@ -21,5 +21,12 @@ class Command(BaseCommand):
                 version = suite_version_import(suite=load_suite(name))
             except AtrexError as error:
                 raise CommandError(f"{name}: {error.message}") from error
+            except CurationError as error:
+                raise CommandError(
+                    f"{name}: {str(error).rstrip('.')}. The suite file differs from the "
+                    "version this database already published (published versions never "
+                    "change): give the file a new version, or, on a development database, "
+                    "start afresh (rm -r var/)."
+                ) from error
             shapes, digest = version.shapes.count(), version.content_hash[:19]
             self.stdout.write(f"suite {version.slug}: {shapes} shapes, {digest}…")

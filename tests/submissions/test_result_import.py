@@ -1,0 +1,74 @@
+"""Results measured on a GPU elsewhere become a published baseline row, honestly labelled."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+
+from evaluator.errors import UserError
+from evaluator.suite import load_suite
+from leaderboard.models import HardwareProfile
+from leaderboard.selectors import leaderboard_rows
+from leaderboard.services import hardware_profiles_sync, suite_version_import
+from submissions.models import Submission
+from submissions.result_import import submission_import_results
+from tests.release import REPO_ROOT
+
+pytestmark = pytest.mark.django_db
+
+EAGER_REPORT = REPO_ROOT / "results" / "2026-11-29-h200" / "reference-baseline-v1-h200.json"
+
+
+@pytest.fixture
+def v1(db):
+    hardware_profiles_sync()
+    return suite_version_import(suite=load_suite("atrex-bench-v1"))
+
+
+def test_the_h200_eager_baseline_is_published_as_all_fallback_with_score_zero(v1, user):
+    h200 = HardwareProfile.objects.get(slug="h200-sxm")
+    submission = submission_import_results(
+        owner=user,
+        report=json.loads(EAGER_REPORT.read_text()),
+        suite_version=v1,
+        hardware=h200,
+        title="PyTorch eager",
+        provenance_note="H200, 2026-11-29",
+    )
+    assert submission.status == Submission.Status.PUBLISHED
+    run = submission.runs.get()
+    assert run.shape_results.count() == 440
+    assert set(run.shape_results.values_list("status", flat=True)) == {"fallback"}
+    assert run.environment["device_name"] == "NVIDIA H200"
+    score = submission.score
+    assert score.aggregate == 0 and score.fallback_rate == 1 and score.real_pass_rate == 0
+    assert list(leaderboard_rows(suite=v1, hardware=h200)) == [score]
+    history = list(submission.history.values_list("to_status", "note"))
+    assert history[1] == ("scoring", "imported results: H200, 2026-11-29")
+
+
+def test_results_of_another_suite_are_refused(catalogue, user):
+    report = json.loads(EAGER_REPORT.read_text())  # v1 shapes, not in v0.1
+    with pytest.raises(UserError, match="not in atrex-bench-v0.1"):
+        submission_import_results(
+            owner=user,
+            report=report,
+            suite_version=catalogue,
+            hardware=HardwareProfile.objects.get(slug="h200-sxm"),
+            title="wrong suite",
+            provenance_note="",
+        )
+    assert not Submission.objects.exists()
+
+
+def test_the_command_refuses_a_file_that_is_not_results(v1, tmp_path):
+    bogus = tmp_path / "x.json"
+    bogus.write_text('{"hello": 1}')
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="Not an evaluator results file"):
+        call_command(
+            "import_results", str(bogus), suite="atrex-bench-v1", hardware="h200-sxm", title="x"
+        )
