@@ -33,7 +33,17 @@ preallocated buffers must trim them. No order freedom remains."""
 # Shape ids whose stored Q_write the expectation of the block count misses by more than 1%:
 # the stored figures count 8, 186 and 292 blocks (one random draw) where the expectation is
 # 7.78 (id 0, -2.7%), 187.86 (id 4, +1.0%) and 287.86 (id 5, -1.4%).
-WORK_EXCEPTIONS = ("0", "4", "5")
+WORK_EXCEPTIONS: tuple[str, ...] = ()
+# ... so for the published shapes' kwargs (T, k, E, block size) the work model uses the
+# recorded block counts of their draw (OPERATORS.md C.19) and reproduces them exactly.
+RECORDED_DRAWS: dict[tuple[int, int, int, int], int] = {
+    (1, 8, 128, 128): 8,
+    (520, 8, 128, 128): 128,
+    (1019, 8, 128, 128): 128,
+    (2044, 8, 128, 128): 186,
+    (3936, 8, 128, 128): 292,
+    (8192, 8, 128, 128): 573,
+}
 
 
 class Model(nn.Module):
@@ -123,11 +133,14 @@ def work(
 ) -> Work:
     """W = {} (no float work); Q_read = 4Tk; Q_write = 4(bs + 1)*blocks + 4.
 
-    blocks = sum_e ceil(c_e/bs) depends on the draw: its expectation, unless given.
+    blocks = sum_e ceil(c_e/bs) depends on the draw: the given count, else a published
+    shape's recorded draw, else the expectation.
     """
     tokens, top_k = int(input_kwargs["token_count"]), int(input_kwargs["top_k"])
     experts = int(input_kwargs.get("num_experts", init_kwargs.get("num_experts", 128)))
     block_size = int(init_kwargs.get("block_size", input_kwargs.get("block_size", 128)))
+    if num_blocks is None:
+        num_blocks = RECORDED_DRAWS.get((tokens, top_k, experts, block_size))
     blocks = (
         expected_blocks(tokens * top_k, experts, block_size) if num_blocks is None else num_blocks
     )

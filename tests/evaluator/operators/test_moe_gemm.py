@@ -41,11 +41,8 @@ MODULES: dict[str, ModuleType] = {
     )
 }
 
-# Shapes whose published W/Q depend on a random draw that the expectation misses by > 1%.
-EXPECTED_WORK_EXCEPTIONS = {
-    "fused_moe": {"0", "8"},
-    "moe_align_block_size": {"0", "4", "5"},
-}
+# Draw-dependent W/Q use the recorded draws of the published shapes: no exceptions left.
+EXPECTED_WORK_EXCEPTIONS: dict[str, set[str]] = {}
 
 
 def _release(op: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -671,4 +668,17 @@ def test_topk_filter_keeps_ties_and_masks_the_rest() -> None:
         assert row_out == [v if v >= threshold else inf for v in row_in]
     assert torch.equal(
         inputs["logits"], torch.randn((3, 500), generator=torch.Generator().manual_seed(2))
+    )
+
+
+def test_draw_dependent_work_uses_the_expectation_for_unpublished_kwargs() -> None:
+    kwargs = {"token_count": 100, "hidden_size": 2048, "intermediate_size": 768,
+              "num_experts": 128, "top_k": 8}  # fmt: skip
+    expected = fused_moe.expected_pairs(100, 128, 8)
+    recorded = fused_moe.work({}, kwargs, pairs=expected)
+    assert fused_moe.work({}, kwargs) == recorded
+    published = {**kwargs, "token_count": 2400}  # id 9: recorded P = 18651
+    assert fused_moe.work({}, published) == fused_moe.work({}, published, pairs=18651)
+    assert fused_moe.work({}, published) != fused_moe.work(
+        {}, published, pairs=fused_moe.expected_pairs(2400, 128, 8)
     )
