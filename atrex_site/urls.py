@@ -1,16 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from leaderboard.api import LeaderboardApi
-from submissions.api import SubmissionDetailApi, SubmissionListCreateApi
-
 from . import accounts
-
-api_patterns = [
-    path("leaderboard/", LeaderboardApi.as_view(), name="leaderboard"),
-    path("submissions/", SubmissionListCreateApi.as_view(), name="submissions"),
-    path("submissions/<int:pk>/", SubmissionDetailApi.as_view(), name="submission"),
-]
+from .api.urls import urlpatterns as api_patterns
 
 urlpatterns = [
     path("", include("leaderboard.urls")),

@@ -5,6 +5,12 @@ reference and the candidate each get their own copy; outputs are compared in flo
 Besides the values, a candidate must return the same structure, shapes, dtypes and
 device as the reference, plain ``torch.Tensor`` objects that do not share memory with
 the inputs, and it must leave its inputs unchanged.
+
+Within a trial the candidate runs first, on memory poisoned with NaN, and the reference
+after it: while the candidate runs, the right answer exists nowhere in the process (not
+in a local of the harness, not in freed memory) for it to find. Its output is copied as
+soon as the call returns and must still hold the same values after the reference has
+run: an output that a leftover thread fills in later shows up.
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ class Comparison:
     error: str | None = None
     max_abs_error: float = 0.0
     mismatch_share: float = 0.0
+    mean_tolerance_used: float = 0.0
+    """Mean of |cand - ref| / (atol + rtol*|ref|) over the elements (1.0 = at the limit):
+    steadier than the maximum, so a growing error shows against an honest kernel's noise."""
 
     def merge(self, other: Comparison) -> Comparison:
         """The worse of two outcomes, keeping the first failure's message."""
@@ -43,6 +52,7 @@ class Comparison:
             error=self.error if not self.ok else other.error,
             max_abs_error=max(self.max_abs_error, other.max_abs_error),
             mismatch_share=max(self.mismatch_share, other.mismatch_share),
+            mean_tolerance_used=max(self.mean_tolerance_used, other.mean_tolerance_used),
         )
 
 
@@ -58,12 +68,14 @@ def clone_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def poison_allocator(device: torch.device, nbytes: int) -> None:
-    """Leave NaN-filled blocks in CUDA's caching allocator so stale ``torch.empty`` shows.
+    """Free NaN-filled memory of ``nbytes`` just before a candidate call.
 
-    On CPU freed memory is returned to the C allocator and is not reliably reused, so
-    this does nothing there.
+    CUDA's caching allocator hands the block out again to the next allocation of a
+    similar size; on CPU the C allocator's free lists do the same for small blocks (large
+    ones go back to the system and come back zeroed). Either way an output that the
+    candidate allocated but never wrote reads as NaN or zeros, never as an old answer.
     """
-    if device.type != "cuda" or nbytes <= 0:
+    if nbytes <= 0:
         return
     block = torch.full((nbytes // 4 + 1,), float("nan"), dtype=torch.float32, device=device)
     del block
@@ -156,8 +168,9 @@ def _compare_floating(
     bad_count = int(bad.sum())
     share = bad_count / ref.numel()
     max_abs_error = float("inf") if bool(bad_nonfinite.any()) else float(abs_error.max())
+    used = float((abs_error / (atol + policy.rtol * safe_ref.abs())).mean())
     if share <= policy.max_mismatch_share:
-        return Comparison(True, None, max_abs_error, share)
+        return Comparison(True, None, max_abs_error, share, used)
     worst = int(torch.where(bad, abs_error.nan_to_num(posinf=1e308) + 1, 0).argmax())
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), ref.shape))
     detail = (
@@ -168,7 +181,7 @@ def _compare_floating(
     )
     if bool(bad_nonfinite.any()):
         detail = f"NaN/Inf where the reference is finite; {detail}"
-    return Comparison(False, f"{where}: {detail}", max_abs_error, share)
+    return Comparison(False, f"{where}: {detail}", max_abs_error, share, used)
 
 
 def compare_outputs(
@@ -236,6 +249,71 @@ def hygiene_error(
     return None
 
 
+def echo_error(
+    candidate_output: Any, reference_output: Any, inputs: Mapping[str, Any], *, shape_id: str
+) -> str | None:
+    """Why an output that is one of the inputs, unchanged, is no answer (or None).
+
+    Where the operator's answer really is an input (the reference's output equals it too)
+    there is nothing wrong; elsewhere a copy of an input that happens to land within the
+    tolerance is not a computed result.
+    """
+    references = dict(_leaves(reference_output, "out"))
+    for out_name, leaf in _leaves(candidate_output, "out"):
+        if type(leaf) is not torch.Tensor:
+            continue
+        for in_name, value in inputs.items():
+            if (
+                isinstance(value, torch.Tensor)
+                and value.shape == leaf.shape
+                and value.dtype == leaf.dtype
+                and value.device == leaf.device
+                and torch.equal(value, leaf)
+            ):
+                expected = references.get(out_name)
+                if isinstance(expected, torch.Tensor) and expected.shape == value.shape:
+                    if torch.equal(expected, value):
+                        continue
+                return (
+                    f"shape {shape_id}, output {out_name!r} is input {in_name!r} unchanged; "
+                    "that is not this operator's answer"
+                )
+    return None
+
+
+def snapshot_outputs(output: Any) -> Any:
+    """A copy of an output taken as the call returns (plain tensors cloned, others as is)."""
+    if isinstance(output, Mapping):
+        return {key: snapshot_outputs(value) for key, value in output.items()}
+    if isinstance(output, list | tuple):
+        return type(output)(snapshot_outputs(value) for value in output)
+    if type(output) is torch.Tensor:
+        return output.detach().clone()
+    return output
+
+
+def _same_bits(first: torch.Tensor, second: torch.Tensor) -> bool:
+    if first.shape != second.shape or first.dtype != second.dtype:
+        return False
+    flat_first = first.detach().reshape(-1).contiguous().view(torch.uint8)
+    return torch.equal(flat_first, second.detach().reshape(-1).contiguous().view(torch.uint8))
+
+
+def changed_after_return_error(snapshot: Any, output: Any, *, shape_id: str) -> str | None:
+    """Why the output changed after the call had returned (deferred work), or None."""
+    taken = dict(_leaves(snapshot, "out"))
+    for name, leaf in _leaves(output, "out"):
+        before = taken.get(name)
+        if type(leaf) is torch.Tensor and type(before) is torch.Tensor:
+            if not _same_bits(before, leaf):
+                return (
+                    f"shape {shape_id}, output {name!r} changed after the call had returned: "
+                    "work that finishes after the call (a thread, another stream) is not "
+                    "allowed"
+                )
+    return None
+
+
 @dataclass
 class ShapeCorrectness:
     """Correctness of one shape over all its trials."""
@@ -253,11 +331,21 @@ def _synchronize(device: torch.device) -> None:
 
 
 def call_candidate(model: Callable[..., Any], inputs: Mapping[str, Any], *, shape_id: str) -> Any:
-    """Call the candidate; any exception becomes a CandidateError naming the shape."""
+    """Call the candidate; any exception (SystemExit too) becomes a CandidateError."""
     try:
         return model(**inputs)
+    except SystemExit as exc:  # sys.exit() in a kernel: the shape fails, the run goes on
+        raise CandidateError(
+            f"shape {shape_id}: the candidate called sys.exit({exc.code!r}) (SystemExit); "
+            "a Model must return its outputs"
+        ) from exc
     except Exception as exc:  # the candidate's failure, whatever it is
         raise CandidateError(f"shape {shape_id}: {type(exc).__name__}: {exc}") from exc
+
+
+def input_nbytes(inputs: Mapping[str, Any]) -> int:
+    """Total bytes of the tensors among named inputs."""
+    return sum(v.numel() * v.element_size() for v in inputs.values() if isinstance(v, torch.Tensor))
 
 
 def check_shape(
@@ -272,36 +360,46 @@ def check_shape(
     trials: int | None = None,
     policy: CorrectnessPolicy | None = None,
     call_wrapper: Callable[[Callable[[], Any]], Any] | None = None,
+    after_call: Callable[[], None] | None = None,
 ) -> ShapeCorrectness:
     """Run ``trials`` correctness trials of one shape (fresh inputs each); stop at a failure.
 
-    ``call_wrapper(fn)`` runs each candidate call (the fallback monitor uses it to watch
-    the very calls whose outputs are checked). Raises CandidateError when the candidate
-    raises.
+    Per trial: poison the allocator, call the candidate, synchronise, run ``after_call``
+    (the child's tampering and thread checks, which raise), copy the output, and only
+    then run the reference. ``call_wrapper(fn)`` runs each candidate call (the fallback
+    monitor uses it to watch the very calls whose outputs are checked). Raises
+    CandidateError when the candidate raises.
     """
     wrap = call_wrapper or (lambda fn: fn())
     policy = policy or spec.policy
     count = trials if trials is not None else policy.trials
     total = Comparison(True)
+    poison_bytes = 0
     for trial in range(count):
         seed = derive_seed(run_seed, "correctness", spec.slug, shape_id, trial)
         with torch.inference_mode():
             inputs = spec.make_inputs(device=device, seed=seed, **dict(input_kwargs))
-            reference_output = reference(**clone_inputs(inputs))
             candidate_inputs = clone_inputs(inputs)
-            poison_allocator(device, output_nbytes(reference_output))
+            poison_allocator(device, max(poison_bytes, input_nbytes(inputs)))
             candidate_output = wrap(
                 functools.partial(call_candidate, candidate, candidate_inputs, shape_id=shape_id)
             )
             _synchronize(device)
+            if after_call is not None:
+                after_call()
+            returned = snapshot_outputs(candidate_output)
+            # The reference runs only now: the answer did not exist while the candidate ran.
+            reference_output = reference(**clone_inputs(inputs))
+            poison_bytes = output_nbytes(reference_output)
             total = total.merge(
-                compare_outputs(
-                    reference_output, candidate_output, policy=policy, shape_id=shape_id
-                )
+                compare_outputs(reference_output, returned, policy=policy, shape_id=shape_id)
             )
             if total.ok:
-                problem = hygiene_error(
-                    candidate_output, candidate_inputs, inputs, shape_id=shape_id
+                _synchronize(device)
+                problem = (
+                    hygiene_error(candidate_output, candidate_inputs, inputs, shape_id=shape_id)
+                    or echo_error(returned, reference_output, inputs, shape_id=shape_id)
+                    or changed_after_return_error(returned, candidate_output, shape_id=shape_id)
                 )
                 if problem:
                     total = Comparison(False, problem, total.max_abs_error, total.mismatch_share)

@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import secrets
 import select
 import signal
 import subprocess
@@ -42,6 +43,10 @@ DEFAULT_SHAPE_TIMEOUT_S = 300.0
 CATALOGUE_SUITE = "atrex-bench-v1"
 """Every operator name the portal knows, for telling a typo from another suite's operator."""
 _READ_CHUNK = 1 << 16
+FORGED_RECORD_ERROR = (
+    "tampering: something other than the harness wrote to the result pipe (a forged or "
+    "corrupted record: {detail}); every shape of this operator fails"
+)
 
 
 def _now() -> str:
@@ -73,6 +78,15 @@ class ChildOutcome:
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     unfinished_status: str = "runtime_error"
     unfinished_error: str | None = None
+    tampered: bool = False
+    """The candidate tampered with the harness or its pipe: every shape fails."""
+
+    def tampering(self, error: str) -> None:
+        """Record tampering: the operator and all its shapes fail with ``error``."""
+        self.tampered = True
+        self.status = "runtime_error"
+        self.error = self.unfinished_error = error
+        self.unfinished_status = "runtime_error"
 
 
 def known_operator_names(suite: Suite) -> set[str]:
@@ -131,8 +145,14 @@ def run_operator_child(
     shape_timeout_s: float,
     on_record: Callable[[dict[str, Any]], None],
 ) -> ChildOutcome:
-    """Run one operator's child process to completion (or its time limit)."""
+    """Run one operator's child process to completion (or its time limit).
+
+    The job carries a fresh key; every record the child sends back must be signed with
+    it (see ``evaluator.child``), and any other bytes on the pipe fail the operator.
+    """
     outcome = ChildOutcome()
+    key = secrets.token_bytes(32)
+    job = {**job, "auth_key": key.hex()}
     job_read, job_write = os.pipe()
     result_read, result_write = os.pipe()
     command = [
@@ -166,7 +186,7 @@ def run_operator_child(
             pass  # the child died at once; its exit status tells the rest
         finally:
             os.close(job_write)
-        _follow(process, result_read, outcome, shape_timeout_s, on_record)
+        _follow(process, result_read, outcome, shape_timeout_s, on_record, key=key)
     finally:
         os.close(result_read)
         if process.poll() is None:
@@ -180,8 +200,10 @@ def _follow(
     outcome: ChildOutcome,
     shape_timeout_s: float,
     on_record: Callable[[dict[str, Any]], None],
+    *,
+    key: bytes | None = None,
 ) -> None:
-    reader = FrameReader()
+    reader = FrameReader(key=key)
     deadline = time.monotonic() + shape_timeout_s
     current: str | None = None
     finished = False
@@ -206,10 +228,10 @@ def _follow(
         try:
             messages = reader.feed(data)
         except (ValueError, UnicodeDecodeError) as exc:
+            # The harness writes well-formed signed frames only: these bytes came from
+            # the candidate, which shares the process.
             _kill(process)
-            outcome.status = "runtime_error"
-            outcome.error = f"the evaluation process sent a malformed record ({exc})"
-            outcome.unfinished_error = outcome.error
+            outcome.tampering(FORGED_RECORD_ERROR.format(detail=exc))
             return
         for message in messages:
             deadline = time.monotonic() + shape_timeout_s
@@ -221,6 +243,9 @@ def _follow(
                 outcome.records[str(record.get("shape_id"))] = record
                 on_record(record)
                 current = None
+            elif event == "tampering":
+                outcome.tampering(str(message.get("error")))
+                finished = True
             elif event in ("compile_error", "harness_error"):
                 outcome.status = "compile_error" if event == "compile_error" else "runtime_error"
                 outcome.error = str(message.get("error"))
@@ -235,12 +260,22 @@ def _follow(
         process.wait(timeout=30)
     except subprocess.TimeoutExpired:
         _kill(process)
-    if not finished:
+    if reader.buffer:
+        outcome.tampering(
+            FORGED_RECORD_ERROR.format(detail=f"{len(reader.buffer)} bytes left unframed")
+        )
+    elif not finished:
         where = f" during shape {current}" if current else ""
+        code = process.returncode
+        hint = (
+            " (the candidate may have called os._exit or sys.exit from a thread)"
+            if code is not None and code >= 0
+            else ""
+        )
         outcome.status = "runtime_error"
         outcome.error = (
-            f"the evaluation process {_exit_description(process.returncode)}"
-            f"{where}; see the operator's log"
+            f"the evaluation process {_exit_description(code)}{where} before it "
+            f"reported{hint}; see the operator's log"
         )
         outcome.unfinished_error = outcome.error
 
@@ -367,6 +402,17 @@ def _evaluate_operator(
             on_record=on_record,
         )
         status, error = outcome.status, outcome.error
+        if outcome.tampered:
+            # Shapes already reported are failed too: the tampering may predate them.
+            for shape in shapes:
+                if shape.shape_id in entries:
+                    entries[shape.shape_id] = shape_entry(
+                        shape,
+                        hardware=hardware,
+                        threshold_own_share=threshold,
+                        status="runtime_error",
+                        error=outcome.error,
+                    )
         for shape in shapes:
             if shape.shape_id not in entries:
                 finish(

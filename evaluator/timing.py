@@ -2,15 +2,24 @@
 
 Both warm up, then time at least ``min_reps`` calls and keep going until the standard
 error of the mean is under ``target_rel_se`` of the median or the time budget is spent.
-The CUDA timer flushes L2 before every call (by writing a buffer larger than L2),
+The CUDA timer flushes L2 before every call (resets lines marked persisting, then writes
+a buffer larger than L2),
 synchronises the whole device around every call, times with CUDA events and cross-
 checks with the host clock (work launched on other streams is invisible to events on
 the current stream, but not to a device-wide synchronise).
+
+The clocks, the synchronise and the event class are bound when this module is imported,
+which the evaluation child does before it imports the candidate: a candidate that
+replaces ``time.perf_counter_ns`` or ``torch.cuda.Event`` afterwards does not change
+what is read here (and the child's integrity guard reports it). ``measure`` takes
+``before_call`` and ``after_call`` hooks that run outside the timed region, around every
+call: the child uses them to give each call fresh inputs and to check each call.
 """
 
 from __future__ import annotations
 
 import bisect
+import ctypes
 import math
 import statistics
 import time
@@ -29,6 +38,31 @@ L2_FLUSH_BYTES = 256 * 1024 * 1024
 """Larger than the L2 of any supported GPU (H100/H200: 50 MB)."""
 LAUNCH_COVER_CYCLES = 400_000
 """A GPU spin of about 200 us at 2 GHz queued after the flush (see CudaTimer.time_once)."""
+
+# Bound once, before any candidate code runs (see the module docstring).
+_perf_counter = time.perf_counter
+_perf_counter_ns = time.perf_counter_ns
+_cuda_synchronize = torch.cuda.synchronize
+_CudaEvent = torch.cuda.Event
+_NO_HOOK: Callable[[], None] = lambda: None  # noqa: E731
+CUDART_NAMES = ("libcudart.so.12", "libcudart.so.13", "libcudart.so.11.0", "libcudart.so")
+
+
+def persisting_l2_reset() -> Callable[[], Any] | None:
+    """``cudaCtxResetPersistingL2Cache`` from the CUDA runtime torch loaded, or None.
+
+    Lines a kernel marked persisting (an access policy window) survive the L2 flush, which
+    only writes normal lines; resetting them before each timed call makes the flush evict
+    them too.
+    """
+    for name in CUDART_NAMES:
+        try:
+            function = ctypes.CDLL(name).cudaCtxResetPersistingL2Cache
+        except (OSError, AttributeError):
+            continue
+        function.restype = ctypes.c_int
+        return function
+    return None
 
 
 @dataclass
@@ -101,27 +135,43 @@ class Timer(ABC):
         """(device seconds, host seconds) of one call, prepared as the timer requires."""
 
     def measure(
-        self, fn: Callable[[], Any], *, budget_s: float | None = None, warmup: int = 2
+        self,
+        fn: Callable[[], Any],
+        *,
+        budget_s: float | None = None,
+        warmup: int = 2,
+        before_call: Callable[[], None] | None = None,
+        after_call: Callable[[], None] | None = None,
     ) -> TimingResult:
-        """Warm up, then time repeatedly until converged or the budget is spent."""
+        """Warm up, then time repeatedly until converged or the budget is spent.
+
+        ``before_call`` and ``after_call`` run around every call (warm-up included),
+        outside the timed region; an exception from either ends the measurement.
+        """
         budget = DEFAULT_BUDGET_S[self.device_type] if budget_s is None else budget_s
-        started = time.perf_counter()
+        before = before_call or _NO_HOOK
+        after = after_call or _NO_HOOK
+        started = _perf_counter()
         for _ in range(max(1, warmup)):
+            before()
             self.time_once(fn)
-            if time.perf_counter() - started > 0.25 * budget:
+            after()
+            if _perf_counter() - started > 0.25 * budget:
                 break
         samples: list[float] = []
         host_samples: list[float] = []
         stats = _RunningStats()
-        deadline = time.perf_counter() + budget
+        deadline = _perf_counter() + budget
         while len(samples) < self.max_reps:
+            before()
             device_s, host_s = self.time_once(fn)
+            after()
             samples.append(device_s)
             host_samples.append(host_s)
             stats.add(device_s)
             if stats.converged(min_reps=self.min_reps, target_rel_se=self.target_rel_se):
                 break
-            if len(samples) >= self.min_reps and time.perf_counter() > deadline:
+            if len(samples) >= self.min_reps and _perf_counter() > deadline:
                 break
         return self._result(samples, host_samples)
 
@@ -143,9 +193,9 @@ class CpuTimer(Timer):
 
     def time_once(self, fn: Callable[[], Any]) -> tuple[float, float]:
         """Seconds of one call."""
-        start = time.perf_counter_ns()
+        start = _perf_counter_ns()
         fn()
-        elapsed = (time.perf_counter_ns() - start) * 1e-9
+        elapsed = (_perf_counter_ns() - start) * 1e-9
         return elapsed, elapsed
 
 
@@ -170,33 +220,49 @@ class CudaTimer(Timer):
         self._flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=self.device)
         self.all_streams_s: list[float] = []
         self.launch_cover_cycles = LAUNCH_COVER_CYCLES
+        self._reset_persisting_l2 = persisting_l2_reset()
 
     def time_once(self, fn: Callable[[], Any]) -> tuple[float, float]:
         """(event seconds on the current stream, host seconds) of one call after an L2 flush."""
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
-        torch.cuda.synchronize(self.device)
+        events = [_CudaEvent(enable_timing=True) for _ in range(3)]
+        _cuda_synchronize(self.device)
+        if self._reset_persisting_l2 is not None:
+            self._reset_persisting_l2()
         self._flush.zero_()
         if self.launch_cover_cycles and hasattr(torch.cuda, "_sleep"):
             # Keep the GPU busy a little longer, so a slow host launch path is still
             # queued before the start event fires (the event then times the GPU only).
             torch.cuda._sleep(self.launch_cover_cycles)
-        host_start = time.perf_counter_ns()
+        host_start = _perf_counter_ns()
         events[0].record()
         fn()
         events[1].record()
-        torch.cuda.synchronize(self.device)
-        host_s = (time.perf_counter_ns() - host_start) * 1e-9
+        _cuda_synchronize(self.device)
+        host_s = (_perf_counter_ns() - host_start) * 1e-9
         events[2].record()
         events[2].synchronize()
         self.all_streams_s.append(events[0].elapsed_time(events[2]) * 1e-3)
         return events[0].elapsed_time(events[1]) * 1e-3, host_s
 
     def measure(
-        self, fn: Callable[[], Any], *, budget_s: float | None = None, warmup: int = 2
+        self,
+        fn: Callable[[], Any],
+        *,
+        budget_s: float | None = None,
+        warmup: int = 2,
+        before_call: Callable[[], None] | None = None,
+        after_call: Callable[[], None] | None = None,
     ) -> TimingResult:
         """As Timer.measure, with the all-streams cross-check applied."""
         self.all_streams_s = []
-        result = super().measure(fn, budget_s=budget_s, warmup=warmup)
+        result = super().measure(
+            fn, budget_s=budget_s, warmup=warmup, before_call=before_call, after_call=after_call
+        )
+        if self._reset_persisting_l2 is None:
+            result.warnings.append(
+                "the CUDA runtime was not found: lines persisting in L2 were not reset "
+                "before each call"
+            )
         measured = self.all_streams_s[-result.reps :]
         all_streams = statistics.median(measured) if measured else 0.0
         excess = all_streams - result.median_s

@@ -1,44 +1,262 @@
-"""REST API for the board (read-only, public)."""
+"""Public, read-only REST API of the board and the catalogue.
+
+Every list is paginated (``?page=``, ``?page_size=``). The board rows come from
+``selectors.leaderboard_rows``, the one ranking query the pages use too. Only published
+suite versions, enabled hardware profiles and public shapes are served: hidden shapes are
+scored but never shown.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
+from rest_framework import serializers
+from rest_framework.generics import ListAPIView, RetrieveAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from atrex_site.api.errors import ErrorSerializer
+from atrex_site.api.pagination import StandardPagination
+
 from . import selectors
+from .models import HardwareProfile, Score, Shape, SuiteOperator, SuiteVersion
+
+NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such resource.")
+
+
+class HardwareProfileSerializer(serializers.ModelSerializer):
+    peak_flops = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="Dense peak FLOP/s per execution path (bf16_tc, fp16_tc, fp8_e4m3_tc, ...).",
+    )
+
+    class Meta:
+        model = HardwareProfile
+        fields = ["slug", "name", "device_kind", "peak_flops", "hbm_bytes_per_s", "source", "notes"]
+
+
+class SuiteVersionSerializer(serializers.ModelSerializer):
+    slug = serializers.CharField(read_only=True, help_text="name-version, e.g. atrex-bench-v1")
+
+    class Meta:
+        model = SuiteVersion
+        fields = [
+            "slug", "name", "version", "description", "content_hash", "threshold_own_share",
+            "published_at",
+        ]  # fmt: skip
+
+
+class SuiteOperatorSerializer(serializers.ModelSerializer):
+    slug = serializers.CharField(source="operator.slug")
+    atrex_id = serializers.CharField(source="operator.atrex_id")
+    dtype = serializers.CharField(source="operator.dtype")
+    phase = serializers.CharField(source="operator.phase")
+    description = serializers.SerializerMethodField()
+
+    class Meta:
+        model = SuiteOperator
+        fields = ["slug", "atrex_id", "dtype", "phase", "importance", "description"]
+
+    def get_description(self, row: SuiteOperator) -> str:
+        return row.description or row.operator.description
+
+
+class SuiteVersionDetailSerializer(SuiteVersionSerializer):
+    operators = serializers.SerializerMethodField()
+    public_shapes = serializers.IntegerField(
+        help_text="How many public shapes /shapes/ lists (hidden shapes are not counted)."
+    )
+
+    class Meta(SuiteVersionSerializer.Meta):
+        fields = [*SuiteVersionSerializer.Meta.fields, "operators", "public_shapes"]
+
+    @extend_schema_field(SuiteOperatorSerializer(many=True))
+    def get_operators(self, suite: SuiteVersion) -> list[dict[str, Any]]:
+        rows = selectors.suite_operators(suite=suite)
+        return SuiteOperatorSerializer(rows, many=True).data
+
+
+class ShapeSerializer(serializers.ModelSerializer):
+    operator = serializers.CharField(source="operator.slug")
+    init_kwargs = serializers.DictField()
+    input_kwargs = serializers.DictField()
+    w_flops = serializers.DictField(
+        child=serializers.IntegerField(), help_text="FLOPs of one call per dtype path."
+    )
+
+    class Meta:
+        model = Shape
+        fields = [
+            "operator", "shape_id", "init_kwargs", "input_kwargs", "weight", "w_flops",
+            "q_read", "q_write", "smoke", "source", "description",
+        ]  # fmt: skip
+
+
+class BoardRowSerializer(serializers.Serializer):
+    rank = serializers.IntegerField(help_text="1 = best aggregate on this board.")
+    submission = serializers.IntegerField(source="score.submission_id")
+    title = serializers.CharField(source="score.submission.title")
+    owner = serializers.CharField(source="score.submission.owner.username")
+    kind = serializers.CharField(source="score.submission.kind")
+    dsl = serializers.CharField(source="score.submission.dsl")
+    baseline = serializers.BooleanField(source="score.submission.is_baseline")
+    aggregate = serializers.FloatField(source="score.aggregate")
+    aggregate_ci = serializers.ListField(
+        child=serializers.FloatField(allow_null=True),
+        min_length=2,
+        max_length=2,
+        help_text="95% interval [low, high] from the timing spread (null when unknown).",
+    )
+    real_pass_rate = serializers.FloatField(source="score.real_pass_rate")
+    apparent_pass_rate = serializers.FloatField(source="score.apparent_pass_rate")
+    fallback_rate = serializers.FloatField(source="score.fallback_rate")
+    geomean_speedup_eager = serializers.FloatField(
+        source="score.geomean_speedup_eager", allow_null=True
+    )
+    operator_scores = serializers.DictField(
+        source="score.operator_scores",
+        child=serializers.FloatField(),
+        help_text="Operator slug -> operator score (0..1 of the roofline, weighted).",
+    )
+    published_at = serializers.DateTimeField(source="score.published_at")
+
+
+class BoardPageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    suite = serializers.CharField()
+    hardware = serializers.CharField()
+    operators = serializers.ListField(
+        child=serializers.CharField(), help_text="Operator slugs, most important first."
+    )
+    results = BoardRowSerializer(many=True)
+
+
+def _board_row(rank: int, score: Score) -> dict[str, Any]:
+    return {
+        "rank": rank,
+        "score": score,
+        "aggregate_ci": [score.aggregate_ci_low, score.aggregate_ci_high],
+    }
 
 
 class LeaderboardApi(APIView):
+    """One board: the published public scores of a (suite version, hardware), best first."""
+
+    pagination_class = StandardPagination
+
+    @extend_schema(
+        operation_id="board_list",
+        summary="Board rows for one suite version and hardware profile",
+        parameters=[
+            OpenApiParameter("suite", str, description="Suite slug; default: the site's."),
+            OpenApiParameter("hardware", str, description="Hardware slug; default: the site's."),
+            OpenApiParameter("page", int),
+            OpenApiParameter("page_size", int, description="At most 200."),
+        ],
+        responses={200: BoardPageSerializer, 404: NOT_FOUND},
+        tags=["board"],
+    )
     def get(self, request: Request) -> Response:
         suite = selectors.suite_version_pick(slug=request.query_params.get("suite"))
         hardware = selectors.hardware_pick(slug=request.query_params.get("hardware"))
         if suite is None or hardware is None:
-            return Response({"detail": "Unknown suite or hardware."}, status=404)
-        rows = selectors.leaderboard_rows(suite=suite, hardware=hardware)
-        return Response(
-            {
-                "suite": suite.slug,
-                "hardware": hardware.slug,
-                "results": [
-                    {
-                        "rank": rank,
-                        "submission": row.submission_id,
-                        "title": row.submission.title,
-                        "owner": row.submission.owner.username,
-                        "kind": row.submission.kind,
-                        "dsl": row.submission.dsl,
-                        "baseline": row.submission.is_baseline,
-                        "aggregate": row.aggregate,
-                        "aggregate_ci": [row.aggregate_ci_low, row.aggregate_ci_high],
-                        "real_pass_rate": row.real_pass_rate,
-                        "apparent_pass_rate": row.apparent_pass_rate,
-                        "fallback_rate": row.fallback_rate,
-                        "geomean_speedup_eager": row.geomean_speedup_eager,
-                        "operator_scores": row.operator_scores,
-                        "published_at": row.published_at,
-                    }
-                    for rank, row in enumerate(rows[:500], start=1)
-                ],
-            }
+            what = "suite version" if suite is None else "hardware profile"
+            return Response({"detail": f"No such published {what}.", "code": "not_found"}, 404)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(
+            selectors.leaderboard_rows(suite=suite, hardware=hardware), request, view=self
         )
+        first_rank = (paginator.page.number - 1) * paginator.page.paginator.per_page + 1
+        rows = [_board_row(first_rank + i, score) for i, score in enumerate(page)]
+        response = paginator.get_paginated_response(BoardRowSerializer(rows, many=True).data)
+        response.data = {
+            "count": response.data["count"],
+            "next": response.data["next"],
+            "previous": response.data["previous"],
+            "suite": suite.slug,
+            "hardware": hardware.slug,
+            "operators": [row.operator.slug for row in selectors.suite_operators(suite=suite)],
+            "results": response.data["results"],
+        }
+        return response
+
+
+def _published_suite(slug: str) -> SuiteVersion:
+    suite = selectors.suite_version_pick(slug=slug) if slug else None
+    if suite is None:
+        raise Http404
+    return suite
+
+
+@extend_schema(tags=["catalogue"])
+class SuiteVersionListApi(ListAPIView):
+    """Published suite versions."""
+
+    serializer_class = SuiteVersionSerializer
+    pagination_class = StandardPagination
+
+    def get_queryset(self) -> QuerySet[SuiteVersion]:
+        return selectors.suite_versions_published()
+
+
+@extend_schema(tags=["catalogue"], responses={200: SuiteVersionDetailSerializer, 404: NOT_FOUND})
+class SuiteVersionDetailApi(RetrieveAPIView):
+    """A published suite version with its operators (importance, dtype, phase)."""
+
+    serializer_class = SuiteVersionDetailSerializer
+
+    def get_object(self) -> SuiteVersion:
+        suite = _published_suite(self.kwargs["slug"])
+        suite.public_shapes = suite.shapes.filter(visibility=Shape.Visibility.PUBLIC).count()
+        return suite
+
+
+@extend_schema(
+    tags=["catalogue"],
+    parameters=[OpenApiParameter("operator", str, description="Only this operator's shapes.")],
+    responses={200: ShapeSerializer(many=True), 404: NOT_FOUND},
+)
+class SuiteVersionShapesApi(ListAPIView):
+    """The public shapes of a published suite version (hidden shapes are never listed)."""
+
+    serializer_class = ShapeSerializer
+    pagination_class = StandardPagination
+
+    def get_queryset(self) -> QuerySet[Shape]:
+        suite = _published_suite(self.kwargs["slug"])
+        shapes = suite.shapes.filter(visibility=Shape.Visibility.PUBLIC).select_related("operator")
+        operator = self.request.query_params.get("operator")
+        if operator:
+            shapes = shapes.filter(operator__slug=operator)
+        return shapes.order_by("operator__slug", "pk")
+
+
+@extend_schema(tags=["catalogue"])
+class HardwareProfileListApi(ListAPIView):
+    """Enabled hardware profiles (one board per suite version and profile)."""
+
+    serializer_class = HardwareProfileSerializer
+    pagination_class = StandardPagination
+
+    def get_queryset(self) -> QuerySet[HardwareProfile]:
+        return HardwareProfile.objects.filter(enabled=True).order_by("name")
+
+
+@extend_schema(tags=["catalogue"], responses={200: HardwareProfileSerializer, 404: NOT_FOUND})
+class HardwareProfileDetailApi(RetrieveAPIView):
+    serializer_class = HardwareProfileSerializer
+
+    def get_object(self) -> HardwareProfile:
+        return get_object_or_404(HardwareProfile, slug=self.kwargs["slug"], enabled=True)

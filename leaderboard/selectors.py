@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import date
+
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import F, FloatField, QuerySet
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 
 from .models import HardwareProfile, Score, SuiteOperator, SuiteVersion
 
@@ -36,18 +41,134 @@ def suite_operators(*, suite: SuiteVersion) -> list[SuiteOperator]:
     return list(suite.suite_operators.select_related("operator").order_by("-importance"))
 
 
-def leaderboard_rows(*, suite: SuiteVersion, hardware: HardwareProfile) -> QuerySet[Score]:
-    """Published, public scores for one (suite version, hardware), best first."""
-    return (
-        Score.objects.filter(
-            suite_version=suite,
-            hardware=hardware,
-            submission__visibility="public",
-            submission__status="published",
-        )
-        .select_related("submission", "submission__owner")
-        .order_by("-aggregate", "published_at")
+# Sort keys of the board (``?sort=KEY`` ascending, ``?sort=-KEY`` descending) -> field.
+# ``op:<slug>`` sorts by that operator's score.
+SORT_FIELDS: dict[str, str] = {
+    "aggregate": "aggregate",
+    "real_pass_rate": "real_pass_rate",
+    "apparent_pass_rate": "apparent_pass_rate",
+    "fallback_rate": "fallback_rate",
+    "speedup": "geomean_speedup_eager",
+    "date": "published_at",
+    "submission": "submission__title",
+    "kind": "submission__kind",
+    "dsl": "submission__dsl",
+}
+DEFAULT_SORT = "-aggregate"
+
+
+@dataclass(frozen=True)
+class BoardFilters:
+    """What the board's GET form narrows the rows to (empty: no filter)."""
+
+    kind: str = ""
+    dsl: str = ""
+    date_from: date | None = None
+    date_to: date | None = None
+
+
+def sort_key_parse(sort: str | None, *, operators: list[str] | None = None) -> str:
+    """``sort`` if it names a known column (``op:<slug>`` for a listed operator), else the
+    default ``-aggregate``."""
+    if not sort:
+        return DEFAULT_SORT
+    key = sort.removeprefix("-")
+    if key in SORT_FIELDS:
+        return sort
+    if key.startswith("op:") and (operators is None or key[3:] in operators):
+        return sort
+    return DEFAULT_SORT
+
+
+def _order_by(sort: str) -> list:
+    descending = sort.startswith("-")
+    key = sort.removeprefix("-")
+    if key.startswith("op:"):
+        expression = Cast(KeyTextTransform(key[3:], "operator_scores"), FloatField())
+    else:
+        expression = F(SORT_FIELDS[key])
+    primary = expression.desc(nulls_last=True) if descending else expression.asc(nulls_last=True)
+    # Ties broken by the ranking order, so that equal values keep a stable order.
+    return [primary, F("aggregate").desc(), F("published_at").asc(), F("pk").asc()]
+
+
+def leaderboard_rows(
+    *,
+    suite: SuiteVersion,
+    hardware: HardwareProfile,
+    sort: str | None = None,
+    filters: BoardFilters | None = None,
+) -> QuerySet[Score]:
+    """Published, public scores for one (suite version, hardware), best first.
+
+    Hidden and hacked submissions never appear. ``sort`` (a ``SORT_FIELDS`` key or
+    ``op:<slug>``, ``-`` for descending; unknown keys fall back to ``-aggregate``) and
+    ``filters`` are optional; without them this is the ranking order. Baselines are
+    included (``submission.is_baseline``); pages show them apart and unranked.
+    """
+    rows = Score.objects.filter(
+        suite_version=suite,
+        hardware=hardware,
+        submission__visibility="public",
+        submission__status="published",
+        submission__hidden=False,
+        submission__hacked=False,
     )
+    if filters is not None:
+        if filters.kind:
+            rows = rows.filter(submission__kind=filters.kind)
+        if filters.dsl:
+            rows = rows.filter(submission__dsl__iexact=filters.dsl)
+        if filters.date_from:
+            rows = rows.filter(published_at__date__gte=filters.date_from)
+        if filters.date_to:
+            rows = rows.filter(published_at__date__lte=filters.date_to)
+    return rows.select_related("submission", "submission__owner").order_by(
+        *_order_by(sort_key_parse(sort))
+    )
+
+
+@dataclass
+class RankedRow:
+    """One board row with its rank; ``tied`` when its interval overlaps a neighbour's."""
+
+    score: Score
+    rank: int | None
+    tied: bool = False
+
+
+def _intervals_overlap(a: Score, b: Score) -> bool:
+    a_low = a.aggregate if a.aggregate_ci_low is None else a.aggregate_ci_low
+    a_high = a.aggregate if a.aggregate_ci_high is None else a.aggregate_ci_high
+    b_low = b.aggregate if b.aggregate_ci_low is None else b.aggregate_ci_low
+    b_high = b.aggregate if b.aggregate_ci_high is None else b.aggregate_ci_high
+    return a_low <= b_high and b_low <= a_high
+
+
+def rank_rows(rows: list[Score]) -> dict[int, tuple[int, bool]]:
+    """Score pk -> (rank, tied) for non-baseline rows, ranked by aggregate.
+
+    Rows are taken best first; a row whose 95% interval overlaps the previous row's
+    shares its rank (shown "=N"), so a chain of overlapping neighbours is one tie group.
+    Ranks skip after a group (=1, =1, 3). Rows without an interval tie only on equal
+    aggregates.
+    """
+    ranked = sorted(
+        (row for row in rows if not row.submission.is_baseline),
+        key=lambda row: (-row.aggregate, row.published_at, row.pk),
+    )
+    result: dict[int, tuple[int, bool]] = {}
+    previous: Score | None = None
+    rank = 0
+    for position, row in enumerate(ranked, start=1):
+        if previous is not None and _intervals_overlap(previous, row):
+            result[previous.pk] = (rank, True)
+            result[row.pk] = (rank, True)
+        else:
+            rank = position
+            result[row.pk] = (rank, False)
+        previous = row
+    return result
 
 
 def suite_version_pick(*, slug: str | None) -> SuiteVersion | None:
@@ -62,3 +183,34 @@ def hardware_pick(*, slug: str | None) -> HardwareProfile | None:
     if not slug:
         return hardware_default()
     return HardwareProfile.objects.filter(slug=slug, enabled=True).first()
+
+
+def board_dsls(*, suite: SuiteVersion, hardware: HardwareProfile) -> list[str]:
+    """The DSLs of the board's rows, for the filter's choices."""
+    return sorted(
+        set(
+            leaderboard_rows(suite=suite, hardware=hardware)
+            .exclude(submission__dsl="")
+            .values_list("submission__dsl", flat=True)
+        )
+    )
+
+
+def best_aggregate_history(*, suite: SuiteVersion, hardware: HardwareProfile) -> list[dict]:
+    """The results that set a new best aggregate, oldest first (baselines left out):
+    ``[{"at", "best", "title", "submission"}]``."""
+    points: list[dict] = []
+    best: float | None = None
+    for row in leaderboard_rows(suite=suite, hardware=hardware, sort="date"):
+        if row.submission.is_baseline or (best is not None and row.aggregate <= best):
+            continue
+        best = row.aggregate
+        points.append(
+            {
+                "at": row.published_at,
+                "best": row.aggregate,
+                "title": row.submission.title,
+                "submission": row.submission,
+            }
+        )
+    return points

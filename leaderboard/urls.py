@@ -48,5 +48,10 @@ staff_patterns = [
 
 urlpatterns = [
     path("", views.board, name="board"),
+    path("leaderboard.<str:fmt>", views.board_download, name="board-download"),
+    path("operators/<slug:slug>/", views.operator_detail, name="operator"),
+    path("history/", views.history, name="history"),
+    path("suites/<str:slug>/definition.json", views.suite_definition, name="suite-definition"),
+    path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
     path("api/staff/", include(staff_patterns)),
 ]

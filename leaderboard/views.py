@@ -1,42 +1,407 @@
-"""Public pages: the board."""
+"""Public pages: the board (sortable, filterable, downloadable), operator pages, the
+history of the best score, the suite definition download, and plotly's JavaScript."""
 
 from __future__ import annotations
 
-from django.http import Http404, HttpRequest, HttpResponse
+import csv
+import json
+from dataclasses import dataclass
+from datetime import date
+from functools import cache
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    JsonResponse,
+)
 from django.shortcuts import render
+from django.views.decorators.http import require_GET
 
-from . import selectors
-from .models import HardwareProfile
+from evaluator.hardware import HardwareProfile as HardwareSpec
+from evaluator.roofline import t_sol_seconds
+from submissions.models import ShapeResult, Submission
+
+from . import charts, selectors
+from .models import HardwareProfile, Score, SuiteVersion
+
+# ------------------------------------------------------------------ shared request parsing
 
 
-def board(request: HttpRequest) -> HttpResponse:
+def _suite_and_hardware(request: HttpRequest) -> tuple[SuiteVersion | None, HardwareProfile | None]:
     suite = selectors.suite_version_pick(slug=request.GET.get("suite"))
     hardware = selectors.hardware_pick(slug=request.GET.get("hardware"))
     if (request.GET.get("suite") and suite is None) or (
         request.GET.get("hardware") and hardware is None
     ):
         raise Http404("No such suite version or hardware profile.")
+    return suite, hardware
+
+
+def _parse_date(text: str | None) -> date | None:
+    try:
+        return date.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+def _filters(request: HttpRequest) -> selectors.BoardFilters:
+    kind = request.GET.get("kind", "")
+    return selectors.BoardFilters(
+        kind=kind if kind in Submission.Kind.values else "",
+        dsl=request.GET.get("dsl", "").strip()[:40],
+        date_from=_parse_date(request.GET.get("from")),
+        date_to=_parse_date(request.GET.get("to")),
+    )
+
+
+# ------------------------------------------------------------------ the board
+
+
+@dataclass
+class Column:
+    """A sortable board column header."""
+
+    key: str
+    label: str
+    numeric: bool
+    url: str
+    aria_sort: str  # "ascending", "descending" or "none"
+    title: str = ""
+
+
+# Sortable headers in board order: (sort key, label, numeric, first click descending).
+BOARD_COLUMNS: list[tuple[str, str, bool]] = [
+    ("submission", "Submission", False),
+    ("kind", "Kind", False),
+    ("dsl", "DSL", False),
+    ("aggregate", "Score (95% interval)", True),
+    ("real_pass_rate", "Real pass", True),
+    ("apparent_pass_rate", "Apparent pass", True),
+    ("fallback_rate", "Fallback", True),
+    ("speedup", "Speedup vs eager", True),
+]
+
+
+def _sort_url(request: HttpRequest, sort: str) -> str:
+    query = request.GET.copy()
+    query["sort"] = sort
+    return f"?{query.urlencode()}"
+
+
+def _column(request: HttpRequest, current: str, key: str, label: str, numeric: bool) -> Column:
+    active = current.removeprefix("-") == key
+    descending = current.startswith("-")
+    if active:
+        next_sort = key if descending else f"-{key}"
+        aria = "descending" if descending else "ascending"
+    else:
+        # Figures read best-first (descending); text columns A to Z.
+        next_sort = f"-{key}" if numeric else key
+        aria = "none"
+    return Column(key, label, numeric, _sort_url(request, next_sort), aria)
+
+
+def _board_context(request: HttpRequest) -> dict[str, Any]:
+    suite, hardware = _suite_and_hardware(request)
     operators = selectors.suite_operators(suite=suite) if suite else []
-    rows = (
-        list(selectors.leaderboard_rows(suite=suite, hardware=hardware))
+    slugs = [op.operator.slug for op in operators]
+    sort = selectors.sort_key_parse(request.GET.get("sort"), operators=slugs)
+    filters = _filters(request)
+    rows: list[Score] = (
+        list(selectors.leaderboard_rows(suite=suite, hardware=hardware, sort=sort, filters=filters))
         if suite and hardware
         else []
     )
+    ranks = selectors.rank_rows(rows)
+    best = {
+        slug: max((row.operator_scores.get(slug) or 0.0 for row in rows), default=0.0)
+        for slug in slugs
+    }
     table = [
         {
-            "rank": rank,
             "score": row,
             "submission": row.submission,
-            "operator_cells": [row.operator_scores.get(op.operator.slug) for op in operators],
+            "rank": ranks.get(row.pk, (None, False))[0],
+            "tied": ranks.get(row.pk, (None, False))[1],
+            "operator_cells": [(row.operator_scores.get(slug), best[slug]) for slug in slugs],
         }
-        for rank, row in enumerate(rows, start=1)
+        for row in rows
     ]
-    context = {
+    columns = [_column(request, sort, key, label, numeric) for key, label, numeric in BOARD_COLUMNS]
+    op_columns = []
+    for op in operators:
+        column = _column(request, sort, f"op:{op.operator.slug}", op.operator.slug, True)
+        column.title = f"importance {op.importance:.3f}"
+        op_columns.append(column)
+    date_column = _column(request, sort, "date", "Date", True)
+    labels = {column.key: column.label for column in [*columns, *op_columns, date_column]}
+    sort_key = sort.removeprefix("-")
+    sort_label = labels.get(sort_key, sort_key) + (" score" if sort_key.startswith("op:") else "")
+    sort_label += ", high to low" if sort.startswith("-") else ", low to high"
+    return {
         "suite": suite,
         "hardware": hardware,
         "suites": selectors.suite_versions_published(),
         "hardware_profiles": HardwareProfile.objects.filter(enabled=True),
         "operators": operators,
-        "table": table,
+        "sort": sort,
+        "sort_label": sort_label,
+        "filters": filters,
+        "kinds": Submission.Kind.choices,
+        "dsls": selectors.board_dsls(suite=suite, hardware=hardware) if suite and hardware else [],
+        "columns": columns,
+        "op_columns": op_columns,
+        "date_column": date_column,
+        "baselines": [item for item in table if item["submission"].is_baseline],
+        "table": [item for item in table if not item["submission"].is_baseline],
+        "rows": rows,
+        "query": request.GET.urlencode(),
     }
-    return render(request, "leaderboard/board.html", context)
+
+
+def board(request: HttpRequest) -> HttpResponse:
+    """The leaderboard of one (suite version, hardware) with sorting and filters."""
+    return render(request, "leaderboard/board.html", _board_context(request))
+
+
+BOARD_FIELDS = [
+    "rank",
+    "tied",
+    "baseline",
+    "submission",
+    "title",
+    "owner",
+    "kind",
+    "dsl",
+    "model",
+    "agent",
+    "verified",
+    "aggregate",
+    "aggregate_ci_low",
+    "aggregate_ci_high",
+    "real_pass_rate",
+    "apparent_pass_rate",
+    "fallback_rate",
+    "geomean_speedup_eager",
+    "published_at",
+]
+
+
+def _board_records(context: dict[str, Any]) -> list[dict[str, Any]]:
+    records = []
+    for item in context["baselines"] + context["table"]:
+        score, submission = item["score"], item["submission"]
+        records.append(
+            {
+                "rank": item["rank"],
+                "tied": item["tied"],
+                "baseline": submission.is_baseline,
+                "submission": submission.pk,
+                "title": submission.title,
+                "owner": submission.owner.username,
+                "kind": submission.kind,
+                "dsl": submission.dsl,
+                "model": submission.model_name,
+                "agent": submission.agent_name,
+                "verified": submission.verified,
+                "aggregate": score.aggregate,
+                "aggregate_ci_low": score.aggregate_ci_low,
+                "aggregate_ci_high": score.aggregate_ci_high,
+                "real_pass_rate": score.real_pass_rate,
+                "apparent_pass_rate": score.apparent_pass_rate,
+                "fallback_rate": score.fallback_rate,
+                "geomean_speedup_eager": score.geomean_speedup_eager,
+                "published_at": score.published_at,
+                "operator_scores": score.operator_scores,
+            }
+        )
+    return records
+
+
+def _attachment(response: HttpResponse, filename: str) -> HttpResponse:
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@require_GET
+def board_download(request: HttpRequest, fmt: str) -> HttpResponse:
+    """The board as CSV or JSON: the same query, sort and filters as the page."""
+    if fmt not in ("csv", "json"):
+        raise Http404("Downloads are .csv or .json.")
+    context = _board_context(request)
+    if context["suite"] is None or context["hardware"] is None:
+        raise Http404("No suite or hardware.")
+    records = _board_records(context)
+    stem = f"leaderboard-{context['suite'].slug}-{context['hardware'].slug}"
+    slugs = [op.operator.slug for op in context["operators"]]
+    if fmt == "json":
+        body = {
+            "suite": context["suite"].slug,
+            "hardware": context["hardware"].slug,
+            "sort": context["sort"],
+            "results": records,
+        }
+        response = JsonResponse(body, encoder=DjangoJSONEncoder)
+        return _attachment(response, f"{stem}.json")
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    writer = csv.writer(response)
+    writer.writerow(BOARD_FIELDS + [f"op:{slug}" for slug in slugs])
+    for record in records:
+        writer.writerow(
+            [record[field] for field in BOARD_FIELDS]
+            + [record["operator_scores"].get(slug) for slug in slugs]
+        )
+    return _attachment(response, f"{stem}.csv")
+
+
+# ------------------------------------------------------------------ operator pages
+
+
+def _hardware_spec(hardware: HardwareProfile) -> HardwareSpec:
+    return HardwareSpec(
+        slug=hardware.slug,
+        name=hardware.name,
+        peak_flops=dict(hardware.peak_flops),
+        hbm_bytes_per_s=hardware.hbm_bytes_per_s,
+        source=hardware.source,
+        device_kind=hardware.device_kind,
+    )
+
+
+def operator_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    """What an operator computes, its public shapes (weight, W/Q, T_sol on the chosen
+    hardware), the best result per shape and the spread of its score across submissions."""
+    suite, hardware = _suite_and_hardware(request)
+    if suite is None or hardware is None:
+        raise Http404("No suite or hardware.")
+    entry = next((op for op in suite.definition["operators"] if op["slug"] == slug), None)
+    if entry is None:
+        raise Http404(f"{slug} is not in {suite.slug}.")
+    spec = _hardware_spec(hardware)
+    rows = list(selectors.leaderboard_rows(suite=suite, hardware=hardware))
+    ranked = [row for row in rows if not row.submission.is_baseline]
+    # Hidden shapes are scored but never shown; the public page lists public shapes only.
+    shapes = [
+        shape
+        for shape in suite.definition["shapes"]
+        if shape["operator"] == slug and shape.get("visibility", "public") == "public"
+    ]
+    smoke_only = hardware.device_kind == HardwareProfile.DeviceKind.CPU
+    shapes = [shape for shape in shapes if bool(shape.get("smoke")) == smoke_only] or shapes
+    best: dict[str, ShapeResult] = {}
+    results = ShapeResult.objects.filter(
+        run_id__in=[row.run_id for row in rows], operator=slug, status="pass"
+    ).select_related("run__submission")
+    for result in results:
+        current = best.get(result.shape_id)
+        if current is None or (result.roofline_fraction or 0) > (current.roofline_fraction or 0):
+            best[result.shape_id] = result
+    table = []
+    for shape in shapes:
+        flops, moved = charts.shape_work(shape)
+        try:
+            t_sol_ms = 1e3 * t_sol_seconds(
+                w_flops=shape.get("w_flops") or {},
+                q_read=shape["q_read"],
+                q_write=shape["q_write"],
+                hardware=spec,
+            )
+        except Exception:  # noqa: BLE001 - a path this profile lacks: shown as unknown
+            t_sol_ms = None
+        table.append(
+            {
+                "shape": shape,
+                "flops": flops,
+                "bytes": moved,
+                "intensity": flops / moved if moved else None,
+                "t_sol_ms": t_sol_ms,
+                "best": best.get(str(shape["shape_id"])),
+            }
+        )
+    scores = [row.operator_scores.get(slug, 0.0) for row in ranked]
+    context = {
+        "suite": suite,
+        "hardware": hardware,
+        "operator": entry,
+        "shapes": table,
+        "scores": sorted(
+            ((row.submission, row.operator_scores.get(slug, 0.0)) for row in ranked),
+            key=lambda pair: -pair[1],
+        ),
+        "chart": charts.distribution_figure(operator=slug, scores=scores) if scores else None,
+    }
+    return render(request, "leaderboard/operator.html", context)
+
+
+# ------------------------------------------------------------------ history
+
+
+def history(request: HttpRequest) -> HttpResponse:
+    """The best aggregate over time for one (suite version, hardware)."""
+    suite, hardware = _suite_and_hardware(request)
+    points = (
+        selectors.best_aggregate_history(suite=suite, hardware=hardware)
+        if suite and hardware
+        else []
+    )
+    title = f"Best aggregate over time: {suite} on {hardware}" if suite and hardware else ""
+    context = {
+        "suite": suite,
+        "hardware": hardware,
+        "suites": selectors.suite_versions_published(),
+        "hardware_profiles": HardwareProfile.objects.filter(enabled=True),
+        "points": points,
+        "chart": charts.history_figure(points=points, title=title) if points else None,
+    }
+    return render(request, "leaderboard/history.html", context)
+
+
+# ------------------------------------------------------------------ suite definition
+
+
+@require_GET
+def suite_definition(request: HttpRequest, slug: str) -> HttpResponse:
+    """A published suite file as JSON; hidden shapes are left out except for staff."""
+    suite = selectors.suite_version_pick(slug=slug)
+    if suite is None:
+        raise Http404("No such published suite version.")
+    definition = dict(suite.definition)
+    if not request.user.is_staff:
+        definition["shapes"] = [
+            shape for shape in definition["shapes"] if shape.get("visibility", "public") == "public"
+        ]
+        definition["hidden_shapes_left_out"] = len(suite.definition["shapes"]) - len(
+            definition["shapes"]
+        )
+    response = HttpResponse(
+        json.dumps(definition, indent=1, sort_keys=True), content_type="application/json"
+    )
+    return _attachment(response, f"{suite.slug}.json")
+
+
+# ------------------------------------------------------------------ plotly's JavaScript
+
+
+@cache
+def _plotly_js_path() -> Path:
+    spec = find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise Http404("plotly is not installed.")
+    return Path(next(iter(spec.submodule_search_locations))) / "package_data" / "plotly.min.js"
+
+
+@require_GET
+def plotly_js(request: HttpRequest) -> FileResponse:
+    """plotly.min.js from the installed plotly package (the site needs no CDN)."""
+    path = _plotly_js_path()
+    if not path.is_file():
+        raise Http404("plotly.min.js is missing from the plotly package.")
+    response = FileResponse(path.open("rb"), content_type="text/javascript")
+    response["Cache-Control"] = "public, max-age=86400"
+    return response

@@ -1,22 +1,146 @@
-from django.contrib import admin
+"""Admin for submissions and runs. Curation goes through admin actions that ask for a
+reason on an intermediate page and call ``submissions.curation``; nothing here edits a
+status or a curation flag directly."""
 
-from .models import EvaluationRun, StatusChange, Submission
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from . import curation
+from .models import CurationLog, EvaluationRun, StatusChange, Submission
+
+Action = CurationLog.Action
 
 
 class StatusChangeInline(admin.TabularInline):
     model = StatusChange
     extra = 0
     readonly_fields = ["from_status", "to_status", "note", "at"]
+    can_delete = False
+
+
+class CurationLogInline(admin.TabularInline):
+    model = CurationLog
+    extra = 0
+    readonly_fields = ["at", "actor", "action", "reason"]
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+class CurationReasonForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        help_text="Logged with your name and shown in the submission's history.",
+    )
+
+
+def _curation_action(action: str, label: str) -> Callable:
+    """An admin action that asks for a reason, then applies ``action`` to each selected
+    submission through ``curation.curation_apply``, reporting refusals one by one."""
+
+    def run(
+        modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Submission]
+    ) -> HttpResponse | None:
+        form = CurationReasonForm(request.POST if "apply" in request.POST else None)
+        if "apply" in request.POST and form.is_valid():
+            done = 0
+            for submission in queryset:
+                try:
+                    curation.curation_apply(
+                        submission=submission,
+                        actor=request.user,
+                        action=action,
+                        reason=form.cleaned_data["reason"],
+                    )
+                    done += 1
+                except curation.CurationRefused as error:
+                    modeladmin.message_user(
+                        request, f"#{submission.pk}: {error.message}", messages.WARNING
+                    )
+            if done:
+                modeladmin.message_user(request, f"{label}: {done} submission(s).")
+            return None
+        context = {
+            **modeladmin.admin_site.each_context(request),
+            "title": f"{label}: give a reason",
+            "opts": modeladmin.model._meta,
+            "queryset": queryset,
+            "form": form,
+            "action": request.POST.get("action", ""),
+            "action_label": label,
+            "checkbox_name": ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(
+            request, "admin/submissions/submission/curation_action.html", context
+        )
+
+    run.__name__ = f"curate_{action}"
+    run.short_description = label  # type: ignore[attr-defined]
+    run.allowed_permissions = ("change",)  # type: ignore[attr-defined]
+    return run
 
 
 @admin.register(Submission)
 class SubmissionAdmin(admin.ModelAdmin):
-    list_display = ["pk", "title", "owner", "status", "visibility", "suite_version", "hardware"]
-    list_filter = ["status", "visibility", "kind", "is_baseline"]
+    list_display = [
+        "pk",
+        "title",
+        "owner",
+        "status",
+        "visibility",
+        "hidden",
+        "verified",
+        "hacked",
+        "suite_version",
+        "hardware",
+    ]
+    list_filter = ["status", "visibility", "kind", "is_baseline", "hidden", "verified", "hacked"]
     search_fields = ["title", "owner__username"]
-    # Status moves only through services (compare-and-set), never by editing the row.
-    readonly_fields = ["status", "status_changed_at", "error_code", "error_message", "manifest"]
-    inlines = [StatusChangeInline]
+    # Status moves and curation flags change only through services (logged), never here.
+    readonly_fields = [
+        "status",
+        "status_changed_at",
+        "error_code",
+        "error_message",
+        "manifest",
+        "hidden",
+        "verified",
+        "hacked",
+    ]
+    inlines = [StatusChangeInline, CurationLogInline]
+    actions = [
+        _curation_action(Action.HIDE, "Hide from the board"),
+        _curation_action(Action.UNHIDE, "Show on the board again"),
+        _curation_action(Action.VERIFY, "Mark verified"),
+        _curation_action(Action.UNVERIFY, "Withdraw verification"),
+        _curation_action(Action.MARK_HACKED, "Mark hacked (never ranked)"),
+        _curation_action(Action.CLEAR_HACKED, "Clear the hacked mark"),
+        _curation_action(Action.RERUN, "Re-run on the current harness"),
+        _curation_action(Action.RELEASE, "Release held results"),
+        _curation_action(Action.REJECT, "Reject held results"),
+    ]
+
+
+@admin.register(CurationLog)
+class CurationLogAdmin(admin.ModelAdmin):
+    list_display = ["at", "submission", "actor", "action", "reason"]
+    list_filter = ["action"]
+    readonly_fields = ["submission", "actor", "action", "reason", "at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
 
 
 @admin.register(EvaluationRun)

@@ -1,55 +1,209 @@
-"""REST API for submitting bundles and following them (token or session authentication)."""
+"""REST API for submitting bundles and following them (token or session authentication).
+
+``POST /api/submissions/`` answers 201 with the queued submission, or 422 with the
+rejected one (kept, so its owner can see what was uploaded) and the reason in ``detail``
+and ``code``. Visibility is ``selectors.submissions_visible_to``: private submissions are
+served to their owner and to staff only, and answer 404 to anyone else.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db.models import Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers, status
+from rest_framework.generics import ListAPIView
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from leaderboard.models import HardwareProfile, SuiteVersion
+from atrex_site.api.errors import ErrorSerializer, ValidationErrorSerializer
+from atrex_site.api.pagination import StandardPagination
+from leaderboard.models import HardwareProfile, Shape, SuiteVersion
 
 from . import selectors, services
-from .models import Submission
+from .models import EvaluationRun, OperatorResult, ShapeResult, StatusChange, Submission
+
+NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such submission visible to you.")
+
+
+class SubmissionErrorSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="Stable code, e.g. bundle:missing-model.")
+    message = serializers.CharField()
+
+
+class ProgressSerializer(serializers.Serializer):
+    shapes_done = serializers.IntegerField()
+    shapes_total = serializers.IntegerField()
+    percent = serializers.FloatField()
+    final = serializers.BooleanField(help_text="True once the status will not change again.")
+
+
+class ScoresSerializer(serializers.Serializer):
+    """The ``scores`` block the evaluator's scoring writes (evaluator.scoring.summarize)."""
+
+    aggregate = serializers.FloatField()
+    aggregate_ci = serializers.ListField(
+        child=serializers.FloatField(), allow_null=True, help_text="95% interval [low, high]."
+    )
+    apparent_pass_rate = serializers.FloatField(allow_null=True)
+    real_pass_rate = serializers.FloatField(allow_null=True)
+    fallback_rate = serializers.FloatField(allow_null=True)
+    geomean_speedup_eager = serializers.FloatField(allow_null=True)
+    fast_1 = serializers.FloatField(allow_null=True)
+    shapes_total = serializers.IntegerField(allow_null=True)
+    shapes_passed = serializers.IntegerField(allow_null=True)
+
+
+class OperatorResultSerializer(serializers.ModelSerializer):
+    warnings = serializers.ListField(child=serializers.CharField())
+
+    class Meta:
+        model = OperatorResult
+        fields = ["operator", "status", "score", "importance", "error", "warnings"]
+
+
+class ShapeResultSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ShapeResult
+        fields = [
+            "operator", "shape_id", "status", "weight", "time_ms", "time_spread_ms", "reps",
+            "reference_time_ms", "t_sol_ms", "roofline_fraction", "speedup",
+            "own_kernel_share", "max_abs_error", "error",
+        ]  # fmt: skip
+
+
+class StatusChangeSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = StatusChange
+        fields = ["from_status", "to_status", "note", "at"]
+
+
+def _latest_run(submission: Submission) -> EvaluationRun | None:
+    """The latest run, from the list view's prefetch when there is one."""
+    prefetched = getattr(submission, "latest_runs", None)
+    if prefetched is not None:
+        return prefetched[0] if prefetched else None
+    return selectors.submission_latest_run(submission=submission)
 
 
 class SubmissionSerializer(serializers.ModelSerializer):
+    """A submission as lists show it: status, progress, error, aggregate."""
+
     owner = serializers.CharField(source="owner.username")
     suite = serializers.CharField(source="suite_version.slug")
     hardware = serializers.CharField(source="hardware.slug")
     error = serializers.SerializerMethodField()
     progress = serializers.SerializerMethodField()
-    scores = serializers.SerializerMethodField()
+    aggregate = serializers.SerializerMethodField()
 
     class Meta:
         model = Submission
         fields = [
             "id", "title", "owner", "kind", "visibility", "suite", "hardware", "status",
-            "error", "progress", "scores", "dsl", "model_name", "agent_name", "notes",
-            "upload_name", "upload_size", "manifest", "created_at",
+            "error", "progress", "aggregate", "dsl", "model_name", "agent_name", "notes",
+            "is_baseline", "upload_name", "upload_size", "created_at",
         ]  # fmt: skip
 
-    def get_error(self, submission: Submission) -> dict | None:
+    @extend_schema_field(SubmissionErrorSerializer(allow_null=True))
+    def get_error(self, submission: Submission) -> dict[str, str] | None:
         if not submission.error_code:
             return None
         return {"code": submission.error_code, "message": submission.error_message}
 
-    def get_progress(self, submission: Submission) -> dict:
-        progress = selectors.submission_progress(submission=submission)
-        return {key: progress[key] for key in ("shapes_done", "shapes_total", "percent", "final")}
+    @extend_schema_field(ProgressSerializer)
+    def get_progress(self, submission: Submission) -> dict[str, Any]:
+        run = _latest_run(submission)
+        done = run.shapes_done if run else 0
+        total = run.shapes_total if run else 0
+        return {
+            "shapes_done": done,
+            "shapes_total": total,
+            "percent": round(100.0 * done / total, 1) if total else 0.0,
+            "final": submission.is_final,
+        }
 
-    def get_scores(self, submission: Submission) -> dict | None:
-        run = selectors.submission_latest_run(submission=submission)
-        if run is None or not run.results:
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_aggregate(self, submission: Submission) -> float | None:
+        """The published aggregate (null until the submission is on the board)."""
+        try:
+            return submission.score.aggregate
+        except Submission.score.RelatedObjectDoesNotExist:
             return None
-        return run.results.get("scores")
+
+
+class SubmissionDetailSerializer(SubmissionSerializer):
+    """One submission: everything its page shows except the per-shape rows (paginated at
+    ``/api/submissions/{id}/shapes/``)."""
+
+    scores = serializers.SerializerMethodField()
+    operators = serializers.SerializerMethodField()
+    environment = serializers.SerializerMethodField()
+    history = StatusChangeSerializer(many=True, read_only=True)
+
+    class Meta(SubmissionSerializer.Meta):
+        fields = [
+            *SubmissionSerializer.Meta.fields,
+            "manifest", "scores", "operators", "environment", "history",
+        ]  # fmt: skip
+
+    @extend_schema_field(ScoresSerializer(allow_null=True))
+    def get_scores(self, submission: Submission) -> dict[str, Any] | None:
+        run = _latest_run(submission)
+        if run is None or not run.results or not run.results.get("scores"):
+            return None
+        return ScoresSerializer(run.results["scores"]).data
+
+    @extend_schema_field(OperatorResultSerializer(many=True))
+    def get_operators(self, submission: Submission) -> list[dict[str, Any]]:
+        run = _latest_run(submission)
+        if run is None:
+            return []
+        return OperatorResultSerializer(run.operator_results.all(), many=True).data
+
+    @extend_schema_field(serializers.DictField(help_text="GPU, driver, torch/triton versions."))
+    def get_environment(self, submission: Submission) -> dict[str, Any]:
+        run = _latest_run(submission)
+        return (run.environment or {}) if run else {}
+
+
+class SubmissionRejectedSerializer(SubmissionDetailSerializer):
+    """A 422: the upload was kept and rejected; ``detail``/``code`` say why."""
+
+    detail = serializers.CharField(source="error_message")
+    code = serializers.CharField(source="error_code")
+
+    class Meta(SubmissionDetailSerializer.Meta):
+        fields = [*SubmissionDetailSerializer.Meta.fields, "detail", "code"]
+
+
+class SubmissionProgressSerializer(serializers.Serializer):
+    """What a poller needs, cheaply."""
+
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=Submission.Status.choices)
+    status_display = serializers.CharField()
+    final = serializers.BooleanField()
+    shapes_done = serializers.IntegerField()
+    shapes_total = serializers.IntegerField()
+    percent = serializers.FloatField()
+    error_code = serializers.CharField(allow_blank=True)
+    error_message = serializers.CharField(allow_blank=True)
 
 
 class SubmissionCreateSerializer(serializers.Serializer):
-    bundle = serializers.FileField(allow_empty_file=True)
+    bundle = serializers.FileField(
+        allow_empty_file=True, help_text=".zip, .tar.gz or a single <operator>.py"
+    )
     title = serializers.CharField(required=False, allow_blank=True, max_length=200)
     visibility = serializers.ChoiceField(
         choices=Submission.Visibility.choices, default=Submission.Visibility.PUBLIC
@@ -70,19 +224,60 @@ class SubmissionCreateSerializer(serializers.Serializer):
         raise serializers.ValidationError(f"No published suite version is called {value!r}.")
 
 
+def _visible(request: Request) -> QuerySet[Submission]:
+    return selectors.submissions_visible_to(user=request.user)
+
+
 class SubmissionListCreateApi(APIView):
     parser_classes = [MultiPartParser, FormParser]
+    pagination_class = StandardPagination
 
     def get_permissions(self):
         return [IsAuthenticated()] if self.request.method == "POST" else []
 
+    @extend_schema(
+        operation_id="submissions_list",
+        summary="Submissions visible to you (public ones, your own, all for staff)",
+        parameters=[
+            OpenApiParameter("mine", bool, description="Only your own submissions."),
+            OpenApiParameter("status", str, enum=Submission.Status.values),
+            OpenApiParameter("page", int),
+            OpenApiParameter("page_size", int, description="At most 200."),
+        ],
+        responses={200: SubmissionSerializer(many=True)},
+        tags=["submissions"],
+    )
     def get(self, request: Request) -> Response:
-        queryset = selectors.submissions_visible_to(user=request.user)
-        if request.query_params.get("mine") and request.user.is_authenticated:
+        queryset = _visible(request).select_related("score")
+        if request.query_params.get("mine") in ("1", "true", "True") and (
+            request.user.is_authenticated
+        ):
             queryset = queryset.filter(owner=request.user)
-        page = queryset[:100]
-        return Response({"results": SubmissionSerializer(page, many=True).data})
+        if request.query_params.get("status"):
+            queryset = queryset.filter(status=request.query_params["status"])
+        runs = EvaluationRun.objects.order_by("-attempt").only(
+            "submission_id", "attempt", "shapes_done", "shapes_total"
+        )
+        queryset = queryset.prefetch_related(Prefetch("runs", runs, to_attr="latest_runs"))
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(queryset.order_by("-created_at", "-pk"), request, self)
+        return paginator.get_paginated_response(SubmissionSerializer(page, many=True).data)
 
+    @extend_schema(
+        operation_id="submissions_create",
+        summary="Upload a kernel bundle",
+        request={"multipart/form-data": SubmissionCreateSerializer},
+        responses={
+            201: OpenApiResponse(SubmissionDetailSerializer, description="Accepted and queued."),
+            400: OpenApiResponse(ValidationErrorSerializer, description="Bad form fields."),
+            401: OpenApiResponse(ErrorSerializer, description="No or bad token."),
+            422: OpenApiResponse(
+                SubmissionRejectedSerializer,
+                description="The bundle cannot be evaluated; it is kept as 'rejected'.",
+            ),
+        },
+        tags=["submissions"],
+    )
     def post(self, request: Request) -> Response:
         form = SubmissionCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -101,16 +296,70 @@ class SubmissionListCreateApi(APIView):
                 notes=data.get("notes", ""),
             ),
         )
-        body = SubmissionSerializer(submission).data
-        code = (
-            status.HTTP_422_UNPROCESSABLE_ENTITY
-            if submission.status == Submission.Status.REJECTED
-            else status.HTTP_201_CREATED
-        )
-        return Response(body, status=code)
+        if submission.status == Submission.Status.REJECTED:
+            body = SubmissionRejectedSerializer(submission).data
+            return Response(body, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
+        return Response(SubmissionDetailSerializer(submission).data, status=status.HTTP_201_CREATED)
 
 
 class SubmissionDetailApi(APIView):
+    @extend_schema(
+        operation_id="submissions_retrieve",
+        summary="A submission: status, progress, scores, per-operator results, history",
+        responses={200: SubmissionDetailSerializer, 404: NOT_FOUND},
+        tags=["submissions"],
+    )
     def get(self, request: Request, pk: int) -> Response:
-        submission = get_object_or_404(selectors.submissions_visible_to(user=request.user), pk=pk)
-        return Response(SubmissionSerializer(submission).data)
+        submission = get_object_or_404(_visible(request).select_related("score"), pk=pk)
+        return Response(SubmissionDetailSerializer(submission).data)
+
+
+class SubmissionProgressApi(APIView):
+    @extend_schema(
+        operation_id="submissions_progress",
+        summary="Status and progress only (for polling)",
+        responses={200: SubmissionProgressSerializer, 404: NOT_FOUND},
+        tags=["submissions"],
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        submission = get_object_or_404(_visible(request), pk=pk)
+        progress = selectors.submission_progress(submission=submission)
+        return Response(SubmissionProgressSerializer(progress).data)
+
+
+@extend_schema(
+    summary="Per-shape results of a submission's latest run",
+    parameters=[
+        OpenApiParameter("operator", str, description="Only this operator's shapes."),
+        OpenApiParameter("status", str, description="e.g. pass, fallback, incorrect."),
+    ],
+    responses={200: ShapeResultSerializer(many=True), 404: NOT_FOUND},
+    tags=["submissions"],
+)
+class SubmissionShapesApi(ListAPIView):
+    """Per-shape rows; rows of hidden shapes are shown to staff only."""
+
+    serializer_class = ShapeResultSerializer
+    pagination_class = StandardPagination
+
+    def get_queryset(self) -> QuerySet[ShapeResult]:
+        submission = get_object_or_404(_visible(self.request), pk=self.kwargs["pk"])
+        run = selectors.submission_latest_run(submission=submission)
+        if run is None:
+            return ShapeResult.objects.none()
+        rows = run.shape_results.all()
+        if not self.request.user.is_staff:
+            hidden = Shape.objects.filter(
+                suite_version_id=submission.suite_version_id, visibility=Shape.Visibility.HIDDEN
+            ).values_list("operator__slug", "shape_id")
+            hidden_rows = Q()
+            for operator, shape_id in hidden:
+                hidden_rows |= Q(operator=operator, shape_id=shape_id)
+            if hidden_rows:
+                rows = rows.exclude(hidden_rows)
+        params = self.request.query_params
+        if params.get("operator"):
+            rows = rows.filter(operator=params["operator"])
+        if params.get("status"):
+            rows = rows.filter(status=params["status"])
+        return rows.order_by("operator", "pk")

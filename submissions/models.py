@@ -88,6 +88,14 @@ class Submission(models.Model):
     is_baseline = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    # Curation flags, set only through ``submissions.curation`` (each change is logged).
+    # Hidden: off the board and the API, its page seen by the owner and staff only.
+    hidden = models.BooleanField(default=False)
+    # Verified: an admin checked the kernels and the figures; shown as a mark on the board.
+    verified = models.BooleanField(default=False)
+    # Hacked: the score came from gaming the harness; never ranked, page kept with a mark.
+    hacked = models.BooleanField(default=False)
+
     class Meta:
         ordering = ["-created_at"]
 
@@ -97,6 +105,37 @@ class Submission(models.Model):
     @property
     def is_final(self) -> bool:
         return self.status in self.FINAL_STATUSES
+
+
+class CurationLog(models.Model):
+    """One admin curation action on a submission: who did what, when and why."""
+
+    class Action(models.TextChoices):
+        HIDE = "hide", "Hidden"
+        UNHIDE = "unhide", "Shown again"
+        VERIFY = "verify", "Marked verified"
+        UNVERIFY = "unverify", "Verification withdrawn"
+        MARK_HACKED = "mark_hacked", "Marked hacked"
+        CLEAR_HACKED = "clear_hacked", "Hacked mark cleared"
+        RERUN = "rerun", "Re-run on the current harness"
+        RELEASE = "release", "Released from review"
+        REJECT = "reject", "Rejected after review"
+
+    submission = models.ForeignKey(
+        Submission, on_delete=models.CASCADE, related_name="curation_log"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    action = models.CharField(max_length=20, choices=Action.choices)
+    reason = models.TextField()
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.get_action_display()} by {self.actor or '?'}: {self.reason}"
 
 
 class StatusChange(models.Model):

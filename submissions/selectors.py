@@ -8,13 +8,17 @@ from .models import EvaluationRun, Submission
 
 
 def submissions_visible_to(*, user) -> QuerySet[Submission]:
-    """Public submissions, plus the user's own; staff see everything."""
+    """Public submissions, plus the user's own; staff see everything.
+
+    A submission an admin hid is seen by its owner and staff only.
+    """
     queryset = Submission.objects.select_related("owner", "suite_version", "hardware")
     if user.is_authenticated and user.is_staff:
         return queryset
+    public = Q(visibility=Submission.Visibility.PUBLIC, hidden=False)
     if user.is_authenticated:
-        return queryset.filter(Q(visibility=Submission.Visibility.PUBLIC) | Q(owner=user))
-    return queryset.filter(visibility=Submission.Visibility.PUBLIC)
+        return queryset.filter(public | Q(owner=user))
+    return queryset.filter(public)
 
 
 def submission_can_see_files(*, submission: Submission, user) -> bool:

@@ -10,4 +10,5 @@ urlpatterns = [
     path("<int:pk>/", views.submission_detail, name="detail"),
     path("<int:pk>/progress.json", views.submission_progress, name="progress"),
     path("<int:pk>/download/", views.submission_download, name="download"),
+    path("<int:pk>/results.<str:fmt>", views.submission_results_download, name="results-download"),
 ]

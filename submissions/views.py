@@ -1,16 +1,22 @@
-"""Pages: upload, a submission's page (with live progress), the owner's list, downloads."""
+"""Pages: upload, a submission's page (live progress, roofline and comparison charts,
+history with curation), the owner's list, downloads (upload, per-shape results)."""
 
 from __future__ import annotations
+
+import csv
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
+from leaderboard import charts
 from leaderboard import selectors as board_selectors
 
 from . import selectors, services
 from .forms import BundleUploadForm
+from .models import OperatorResult, ShapeResult, Submission
 
 
 @login_required
@@ -42,12 +48,69 @@ def _visible_submission(request: HttpRequest, pk: int):
     return get_object_or_404(selectors.submissions_visible_to(user=request.user), pk=pk)
 
 
+def _history(submission: Submission) -> list[dict[str, Any]]:
+    """Status changes and curation actions, oldest first."""
+    items = [
+        {"at": change.at, "kind": "status", "change": change} for change in submission.history.all()
+    ]
+    items += [
+        {"at": entry.at, "kind": "curation", "entry": entry}
+        for entry in submission.curation_log.select_related("actor")
+    ]
+    return sorted(items, key=lambda item: item["at"])
+
+
+def _comparison_chart(
+    submission: Submission, operator_results: list[OperatorResult]
+) -> dict[str, Any] | None:
+    """This submission's operator scores against the board's best row and its baselines."""
+    if not operator_results:
+        return None
+    rows = list(
+        board_selectors.leaderboard_rows(
+            suite=submission.suite_version, hardware=submission.hardware
+        )
+    )
+    operators = [result.operator for result in operator_results]
+    series: list[tuple[str, dict[str, float]]] = [
+        ("this submission", {r.operator: r.score for r in operator_results})
+    ]
+    best = next(
+        (r for r in rows if not r.submission.is_baseline and r.submission_id != submission.pk),
+        None,
+    )
+    if best is not None:
+        series.append((f"best on the board: {best.submission.title}", best.operator_scores))
+    for row in rows:
+        if row.submission.is_baseline and row.submission_id != submission.pk:
+            series.append((f"baseline: {row.submission.title}", row.operator_scores))
+    return charts.operator_bars_figure(operators=operators, series=series)
+
+
+def _roofline_chart(
+    submission: Submission, shape_results: list[ShapeResult]
+) -> tuple[dict[str, Any] | None, int]:
+    points, skipped = charts.roofline_points(
+        shape_results=shape_results, suite_shapes=submission.suite_version.definition["shapes"]
+    )
+    if not points:
+        return None, skipped
+    figure = charts.roofline_figure(
+        points=points,
+        peak_flops=submission.hardware.peak_flops,
+        hbm_bytes_per_s=submission.hardware.hbm_bytes_per_s,
+        hardware_name=submission.hardware.name,
+    )
+    return figure, skipped
+
+
 def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = _visible_submission(request, pk)
     run = selectors.submission_latest_run(submission=submission)
     operator_results = list(run.operator_results.all()) if run else []
     shape_results = list(run.shape_results.all()) if run else []
     score = getattr(submission, "score", None) if submission.status == "published" else None
+    roofline, roofline_skipped = _roofline_chart(submission, shape_results)
     context = {
         "submission": submission,
         "run": run,
@@ -56,12 +119,70 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "operator_results": operator_results,
         "shape_results": shape_results,
         "progress": selectors.submission_progress(submission=submission),
-        "history": submission.history.all(),
+        "history": _history(submission),
         "can_see_files": selectors.submission_can_see_files(
             submission=submission, user=request.user
         ),
+        "roofline_chart": roofline,
+        "roofline_skipped": roofline_skipped,
+        "comparison_chart": _comparison_chart(submission, operator_results),
     }
     return render(request, "submissions/detail.html", context)
+
+
+RESULT_FIELDS = [
+    "operator",
+    "shape_id",
+    "status",
+    "weight",
+    "time_ms",
+    "time_spread_ms",
+    "reps",
+    "reference_time_ms",
+    "t_sol_ms",
+    "roofline_fraction",
+    "speedup",
+    "own_kernel_share",
+    "max_abs_error",
+    "error",
+]
+
+
+@require_GET
+def submission_results_download(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
+    """The latest run's per-shape results as CSV or JSON (private ones: owner and staff)."""
+    if fmt not in ("csv", "json"):
+        raise Http404
+    submission = _visible_submission(request, pk)
+    run = selectors.submission_latest_run(submission=submission)
+    if run is None:
+        raise Http404("No evaluation run yet.")
+    rows = [
+        {field: getattr(result, field) for field in RESULT_FIELDS}
+        for result in run.shape_results.all()
+    ]
+    filename = f"submission-{submission.pk}-run-{run.attempt}.{fmt}"
+    if fmt == "json":
+        body = {
+            "submission": submission.pk,
+            "title": submission.title,
+            "suite": submission.suite_version.slug,
+            "hardware": submission.hardware.slug,
+            "status": submission.status,
+            "run": run.attempt,
+            "harness_version": run.harness_version,
+            "environment": run.environment,
+            "scores": (run.results or {}).get("scores"),
+            "shapes": rows,
+        }
+        response: HttpResponse = JsonResponse(body)
+    else:
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        writer = csv.DictWriter(response, fieldnames=RESULT_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
 
 
 @require_GET

@@ -29,6 +29,8 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "rest_framework",
     "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "leaderboard",
     "submissions",
 ]
@@ -162,13 +164,34 @@ ATREX = {
 }
 
 REST_FRAMEWORK = {
+    # Token first: an unauthenticated API call answers 401 with "WWW-Authenticate: Token".
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "atrex_site.api.pagination.StandardPagination",
     "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "atrex_site.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Atrex-Bench Portal API",
+    "DESCRIPTION": (
+        "Boards, suites, hardware profiles and submissions of the Atrex-Bench portal. "
+        "Authenticate writes with 'Authorization: Token <token>' (POST /api/tokens/). "
+        'Errors answer {"detail", "code"}. See docs/api.md.'
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    # The staff curation API is not part of the public, documented interface.
+    "PREPROCESSING_HOOKS": ["atrex_site.api.schema.public_endpoints_only"],
+    # Served from the installed drf-spectacular-sidecar package: no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {

@@ -7,10 +7,13 @@ import torch
 
 from evaluator.correctness import (
     CandidateError,
+    call_candidate,
+    changed_after_return_error,
     check_shape,
     compare_outputs,
     derive_seed,
     hygiene_error,
+    snapshot_outputs,
 )
 from evaluator.operators import get_operator
 
@@ -208,3 +211,104 @@ def test_derived_seeds_are_stable_and_distinct():
     seeds = {derive_seed(1, "correctness", "rms_norm", "0", trial) for trial in range(50)}
     assert len(seeds) == 50 and all(0 <= s < 2**31 for s in seeds)
     assert derive_seed(1, "x") != derive_seed(2, "x")
+
+
+class LooksForTheAnswer(torch.nn.Module):
+    """Searches its callers' frames for a tensor holding the right answer, and copies it."""
+
+    def forward(self, x, weight):
+        import sys
+
+        answer = RMS.build_reference({"eps": 1e-6})(x=x.clone(), weight=weight.clone())
+        frame = sys._getframe(1)
+        while frame is not None:
+            for value in list(frame.f_locals.values()):
+                if type(value) is torch.Tensor and value.shape == x.shape:
+                    if value.data_ptr() != x.data_ptr() and torch.equal(value, answer):
+                        return value.clone()
+            frame = frame.f_back
+        return torch.zeros_like(x)
+
+
+def test_the_reference_answer_does_not_exist_while_the_candidate_runs():
+    result = run_check(LooksForTheAnswer())
+    assert not result.ok and result.trials == 1 and "max abs error" in result.error
+
+
+class EchoesItsInput(torch.nn.Module):
+    def forward(self, x, weight):
+        return x.clone()
+
+
+def test_an_input_returned_unchanged_is_no_answer_even_within_tolerance():
+    nearly_identity = lambda x, weight: (x.float() * 1.01).to(x.dtype)  # noqa: E731
+    result = check_shape(
+        spec=RMS,
+        reference=nearly_identity,
+        candidate=EchoesItsInput(),
+        shape_id="4",
+        input_kwargs={"token_count": 4, "hidden_size": 64},
+        device=CPU,
+        run_seed=3,
+    )
+    assert not result.ok and "is input 'x' unchanged" in result.error
+
+
+def test_an_input_returned_unchanged_passes_where_that_is_the_answer():
+    result = check_shape(
+        spec=RMS,
+        reference=lambda x, weight: x.clone(),
+        candidate=EchoesItsInput(),
+        shape_id="4",
+        input_kwargs={"token_count": 4, "hidden_size": 64},
+        device=CPU,
+        run_seed=3,
+    )
+    assert result.ok, result.error
+
+
+def test_after_call_hook_runs_after_every_candidate_call():
+    calls = []
+
+    def hook():
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("second call flagged")
+
+    with pytest.raises(RuntimeError, match="second call flagged"):
+        check_shape(
+            spec=RMS,
+            reference=RMS.build_reference({"eps": 1e-6}),
+            candidate=RMS.build_reference({"eps": 1e-6}),
+            shape_id="1",
+            input_kwargs={"token_count": 2, "hidden_size": 32},
+            device=CPU,
+            run_seed=1,
+            after_call=hook,
+        )
+
+
+def test_an_output_changed_after_the_call_returned_is_reported():
+    returned = torch.ones(4, dtype=torch.bfloat16)
+    snapshot = snapshot_outputs({"out": returned})
+    assert changed_after_return_error(snapshot, {"out": returned}, shape_id="2") is None
+    returned[1] = 7
+    error = changed_after_return_error(snapshot, {"out": returned}, shape_id="2")
+    assert error and "changed after the call had returned" in error and "'out'" in error
+
+
+def test_sys_exit_in_a_kernel_is_a_candidate_error_naming_it():
+    class Exits(torch.nn.Module):
+        def forward(self, x):
+            raise SystemExit(0)
+
+    with pytest.raises(CandidateError) as caught:
+        call_candidate(Exits(), {"x": torch.ones(1)}, shape_id="3")
+    assert "sys.exit(0)" in caught.value.message and "shape 3" in caught.value.message
+
+
+def test_mean_tolerance_use_separates_rounding_from_a_drift(reference_output):
+    honest = compare(reference_output, one_ulp_toward_zero(reference_output))
+    drifted = compare(reference_output, (reference_output.float() * 1.012).to(torch.bfloat16))
+    assert honest.ok and drifted.ok
+    assert honest.mean_tolerance_used < 0.3 < drifted.mean_tolerance_used

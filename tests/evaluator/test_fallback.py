@@ -3,13 +3,40 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 
-from evaluator.fallback import CUDA_WARNING, FallbackMonitor, is_allowed_op, measure_fallback
+from evaluator.fallback import (
+    MEMCPY,
+    MEMSET,
+    NEUTRAL,
+    NO_KERNEL_WARNING,
+    NO_MONITOR_WARNING,
+    OTHER,
+    OWN,
+    CudaFallbackMonitor,
+    DeviceActivity,
+    FallbackMonitor,
+    KernelOrigins,
+    activities_from_profile,
+    attribution_report,
+    classify_activity,
+    cxx_qualified_name,
+    is_allowed_op,
+    itanium_qualified_name,
+    kernel_origins,
+    measure_fallback,
+    monitor_for,
+    prepare_monitoring,
+    report_for,
+    shared_object_function_names,
+)
 from evaluator.operators import get_operator
 
 from .conftest import PYTORCH_EAGER, TRITON_BASELINE
@@ -147,11 +174,278 @@ def test_allowed_op_table():
     assert not is_allowed_op(torch.ops.aten.copy_.default)
 
 
-def test_cuda_has_no_attribution_yet_but_a_warning():
-    report = measure_fallback(lambda: None, device=torch.device("cuda"), q_bytes=100)
-    assert report.own_kernel_share is None and report.warnings == [CUDA_WARNING]
-
-
 def test_monitor_source_is_dedented():
     # The cheat above must be a real, parseable module.
     compile(textwrap.dedent(TRIVIAL_TRITON_PART), "cheat.py", "exec")
+
+
+# --------------------------------------------------------------------------- CUDA attribution
+# The profiler's events are replaced by DeviceActivity records, so the rules run on CPU.
+
+ORIGINS = KernelOrigins(
+    own_triton=frozenset({"_rms_norm_kernel", "triton_poi_fused_mul_0"}),
+    foreign_triton=frozenset({"triton_poi_fused_mul_0"}),  # inductor defines it too
+    own_extension=frozenset({"mykernels::rms_norm_fwd"}),
+)
+CUBLAS = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_execute_kernel__5x_cublas"
+ELEMENTWISE = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>"
+)
+
+
+def kernel(name, us=10, launched_by=None, kind="kernel"):
+    return DeviceActivity(name=name, duration_ns=us * 1000, kind=kind, launched_by=launched_by)
+
+
+@pytest.mark.parametrize(
+    ("activity", "verdict"),
+    [
+        (kernel("_rms_norm_kernel"), OWN),
+        (kernel("_rms_norm_kernel_0d1d2d3de"), OWN),  # Triton 2.x specialisation suffix
+        (kernel("_rms_norm_kernel_fast"), OTHER),  # a different name, not a suffix
+        (kernel("void mykernels::rms_norm_fwd<float, 4>(float const*, float*, int)"), OWN),
+        (kernel(CUBLAS, launched_by="aten::mm"), OTHER),
+        (kernel(ELEMENTWISE, launched_by="aten::add"), OTHER),
+        (kernel("triton_red_fused_mean_pow_0", launched_by="## Call CompiledFxGraph ##"), OTHER),
+        (kernel("Memcpy DtoD (Device -> Device)", kind=MEMCPY), OTHER),
+        (kernel("Memset (Device)", kind=MEMSET), NEUTRAL),
+        (
+            kernel(
+                "void at::native::vectorized_elementwise_kernel<FillFunctor>",
+                launched_by="aten::fill_",
+            ),
+            NEUTRAL,
+        ),
+        (
+            kernel(
+                "void at::native::vectorized_elementwise_kernel<FillFunctor>",
+                launched_by="aten::zero_",
+            ),
+            NEUTRAL,
+        ),
+        (kernel("some_unknown_kernel"), OTHER),
+    ],
+)
+def test_device_activities_are_classified_by_origin(activity, verdict):
+    assert classify_activity(activity, ORIGINS) == verdict
+
+
+def test_own_kernel_name_launched_inside_an_aten_op_is_not_own():
+    # A Triton kernel that borrows the name PyTorch launches from aten::mm gains nothing.
+    origins = KernelOrigins(own_triton=frozenset({CUBLAS}))
+    assert classify_activity(kernel(CUBLAS), origins) == OWN
+    assert classify_activity(kernel(CUBLAS, launched_by="aten::mm"), origins) == OTHER
+
+
+def test_kernel_name_also_defined_outside_the_bundle_counts_as_other_with_a_warning():
+    report = attribution_report(
+        [kernel("triton_poi_fused_mul_0", us=90), kernel("_rms_norm_kernel", us=10)], ORIGINS
+    )
+    assert report.own_kernel_share == pytest.approx(0.1)
+    assert any("triton_poi_fused_mul_0" in w for w in report.warnings)
+
+
+def test_share_is_own_over_own_plus_other_with_memsets_excluded():
+    report = attribution_report(
+        [
+            kernel("_rms_norm_kernel", us=60),
+            kernel(CUBLAS, us=20, launched_by="aten::mm"),
+            kernel(CUBLAS, us=20, launched_by="aten::mm"),
+            kernel("Memset (Device)", us=500, kind=MEMSET),
+            kernel(ELEMENTWISE, us=5, launched_by="aten::add"),
+        ],
+        ORIGINS,
+    )
+    assert report.own_kernel_share == pytest.approx(60 / 105)
+    assert report.own_s == pytest.approx(60e-6) and report.neutral_s == pytest.approx(500e-6)
+    assert report.compute_s == pytest.approx(45e-6)
+    assert report.top_ops[0] == {
+        "op": CUBLAS,
+        "calls": 2,
+        "time_ms": pytest.approx(0.04),
+        "launched_by": "aten::mm",
+    }
+    assert [op["op"] for op in report.top_ops] == [CUBLAS, ELEMENTWISE]
+    assert report.to_dict()["own_s"] == report.own_s
+
+
+def test_no_kernel_at_all_is_share_zero_with_a_warning():
+    report = attribution_report([kernel("Memset (Device)", kind=MEMSET)], ORIGINS)
+    assert report.own_kernel_share == 0.0
+    assert report.warnings == [NO_KERNEL_WARNING]
+
+
+def test_cuda_monitor_leaves_the_first_call_out(tmp_path):
+    # The first call compiles and autotunes: its benchmark runs would pad the share.
+    monitor = CudaFallbackMonitor(own_code_dir=tmp_path)
+    monitor.call_activities = [
+        [kernel("own_in_nothing", us=1000)],
+        [kernel(CUBLAS, us=10, launched_by="aten::mm")],
+        [kernel(CUBLAS, us=10, launched_by="aten::mm")],
+    ]
+    report = monitor.report(q_bytes=None)
+    assert report.own_kernel_share == 0.0 and report.top_ops[0]["calls"] == 2
+    single = CudaFallbackMonitor(own_code_dir=tmp_path)
+    single.call_activities = [[kernel(CUBLAS, us=10, launched_by="aten::mm")]]
+    assert single.report(q_bytes=None).compute_s == pytest.approx(10e-6)
+
+
+def test_monitor_for_picks_the_device_kind(tmp_path):
+    assert isinstance(monitor_for(torch.device("cpu")), FallbackMonitor)
+    cuda = monitor_for(torch.device("cuda", 0), own_code_dir=str(tmp_path))
+    assert isinstance(cuda, CudaFallbackMonitor) and cuda.own_code_dir == tmp_path
+    assert cuda.device == torch.device("cuda", 0)
+    prepare_monitoring(torch.device("cpu"))  # nothing to prepare on CPU, and no error
+    placeholder = report_for(None, q_bytes=1)
+    assert placeholder.own_kernel_share is None and placeholder.warnings == [NO_MONITOR_WARNING]
+
+
+class _FakeEvent:
+    def __init__(self, name, device, corr, linked, kind, ns=1000, start=0):
+        self._values = (name, device, corr, linked, kind, ns, start)
+
+    def name(self):
+        return self._values[0]
+
+    def device_type(self):
+        return self._values[1]
+
+    def correlation_id(self):
+        return self._values[2]
+
+    def linked_correlation_id(self):
+        return self._values[3]
+
+    def activity_type(self):
+        return self._values[4]
+
+    def duration_ns(self):
+        return self._values[5]
+
+    def start_ns(self):
+        return self._values[6]
+
+    def end_ns(self):
+        return self._values[6] + self._values[5]
+
+
+def test_profiler_events_become_activities_with_their_launching_op():
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    cpu, cuda = DeviceType.CPU, DeviceType.CUDA
+    events = [
+        _FakeEvent("aten::mm", cpu, 7, 0, "cpu_op", ns=10_000, start=1000),
+        _FakeEvent("cudaLaunchKernel", cpu, 99, 7, "cuda_runtime", ns=10, start=2000),
+        _FakeEvent(CUBLAS, cuda, 99, 7, "kernel", 5000),
+        # The profiler's bookkeeping reuses ids (0 included): never a launching op.
+        _FakeEvent("Activity Buffer Request", cpu, 8, 0, "overhead", start=50_000),
+        _FakeEvent("Lazy Function Loading", cpu, 0, 0, "cpu_op", start=50_000),
+        _FakeEvent("_rms_norm_kernel", cuda, 100, 8, "kernel", 3000),
+        _FakeEvent("_rms_norm_kernel", cuda, 104, 0, "kernel", 3000),
+        _FakeEvent("Memset (Device)", cuda, 101, 0, "gpu_memset"),
+        _FakeEvent("Memcpy DtoD (Device -> Device)", cuda, 102, 0, "gpu_memcpy"),
+        _FakeEvent("annotation", cuda, 103, 0, "gpu_user_annotation"),
+    ]
+    fake = SimpleNamespace(
+        profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events))
+    )
+    activities = activities_from_profile(fake)
+    assert activities == [
+        DeviceActivity(CUBLAS, 5000, "kernel", "aten::mm"),
+        DeviceActivity("_rms_norm_kernel", 3000, "kernel", None),
+        DeviceActivity("_rms_norm_kernel", 3000, "kernel", None),
+        DeviceActivity("Memset (Device)", 1000, MEMSET, None),
+        DeviceActivity("Memcpy DtoD (Device -> Device)", 1000, MEMCPY, None),
+    ]
+
+
+def test_cxx_names_from_profiler_and_from_symbols_agree():
+    assert cxx_qualified_name("void ns::kernel<float, 4>(float const*, float*, int)") == (
+        "ns::kernel"
+    )
+    assert cxx_qualified_name("my_kernel") == "my_kernel"
+    assert cxx_qualified_name("void (anonymous namespace)::k<(int)3>(float*)") == (
+        "(anonymous namespace)::k"
+    )
+    assert itanium_qualified_name("_ZN2ns6kernelIfLi4EEEvPKfPfi") == "ns::kernel"
+    assert itanium_qualified_name("_ZN12_GLOBAL__N_11kIL_Z3EEvPf") == "(anonymous namespace)::k"
+    assert itanium_qualified_name("_Z9my_kernelPfi") == "my_kernel"
+    assert itanium_qualified_name("plain_c_kernel") == "plain_c_kernel"
+
+
+JIT_MODULE = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def own_plain_kernel(x_ptr):
+    pass
+
+
+@triton.autotune(configs=[triton.Config({})], key=[])
+@triton.jit
+def own_tuned_kernel(x_ptr):
+    pass
+
+
+class Holder:
+    hidden_kernel = triton.jit(own_plain_kernel.fn)
+
+
+def not_a_kernel():
+    pass
+"""
+
+FOREIGN_MODULE = """
+import triton
+
+
+@triton.jit
+def library_kernel(x_ptr):
+    pass
+"""
+
+
+def test_own_triton_kernels_are_found_by_source_file(tmp_path, monkeypatch):
+    bundle = tmp_path / "bundle"
+    library = tmp_path / "library"
+    bundle.mkdir()
+    library.mkdir()
+    (bundle / "own_kernels_mod.py").write_text(JIT_MODULE)
+    (library / "library_kernels_mod.py").write_text(
+        FOREIGN_MODULE + "\n" + "from own_kernels_mod import own_plain_kernel as reexported\n"
+    )
+    (bundle / "uses_library_mod.py").write_text("from library_kernels_mod import library_kernel\n")
+    monkeypatch.syspath_prepend(str(bundle))
+    monkeypatch.syspath_prepend(str(library))
+    for name in ("own_kernels_mod", "library_kernels_mod", "uses_library_mod"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        importlib.import_module(name)
+    origins = kernel_origins(bundle)
+    assert {"own_plain_kernel", "own_tuned_kernel"} <= origins.own_triton
+    # A library's kernel imported into the bundle is still the library's.
+    assert "library_kernel" not in origins.own_triton
+    assert "library_kernel" in origins.foreign_triton
+    assert "not_a_kernel" not in origins.own_triton | origins.foreign_triton
+    # Re-exported by a library module, the bundle's kernel is still the bundle's.
+    assert "own_plain_kernel" not in origins.foreign_triton
+    # triton.language's device helpers (tl.softmax...) never clash with a kernel's name.
+    assert "softmax" not in origins.foreign_triton
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_extension_function_names_are_read_from_the_shared_object(tmp_path):
+    source = tmp_path / "ext.cpp"
+    source.write_text(
+        "namespace mykernels { template <typename T> void rms_norm_fwd(T* x, int n) { x[0] = n; }\n"
+        "template void rms_norm_fwd<float>(float*, int); }\n"
+        'extern "C" void plain_c_kernel(float* x) { x[0] = 1; }\n'
+    )
+    library = tmp_path / "libext.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    names = shared_object_function_names(str(library))
+    assert {"mykernels::rms_norm_fwd", "plain_c_kernel"} <= names
+    assert shared_object_function_names(str(source)) == frozenset()  # not ELF: nothing

@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from evaluator.child import FrameReader, evaluate_shape, write_frame
+from evaluator.child import ForgedFrameError, FrameReader, evaluate_shape, write_frame
 from evaluator.results import SHAPE_FIELDS
 from evaluator.runner import run_bundle
 from evaluator.timing import CpuTimer
@@ -359,10 +359,10 @@ def test_triton_baseline_on_cuda(tiny_suite, tmp_path):
         shape_set="smoke",
     )
     for entry in results["operators"]:
-        assert "fallback attribution on CUDA lands with the profiler pass" in entry["warnings"]
         for shape in entry["shapes"]:
             assert shape["status"] == "pass", shape["error"]
-            assert shape["own_kernel_share"] is None
+            # The profiler pass attributes the time to the bundle's own Triton kernels.
+            assert shape["own_kernel_share"] >= 0.95, shape
     assert results["environment"]["device_name"]
 
 
@@ -376,3 +376,64 @@ def test_cuda_timer_hides_launch_overhead_behind_the_flush():
     assert result.reps >= 10
     assert result.median_s < 20e-6  # one tiny kernel, not the host's launch overhead
     assert result.warnings == []
+
+
+def test_signed_frames_round_trip_and_unsigned_or_foreign_ones_are_refused():
+    import os
+
+    key = b"k" * 32
+
+    def frames(**kwargs):
+        read_fd, write_fd = os.pipe()
+        write_frame(write_fd, {"event": "shape", "value": 2}, **kwargs)
+        os.close(write_fd)
+        data = os.read(read_fd, 1 << 16)
+        os.close(read_fd)
+        return data
+
+    assert FrameReader(key=key).feed(frames(key=key)) == [{"event": "shape", "value": 2}]
+    with pytest.raises(ForgedFrameError):
+        FrameReader(key=key).feed(frames())
+    with pytest.raises(ForgedFrameError):
+        FrameReader(key=key).feed(frames(key=b"x" * 32))
+
+
+def test_timer_hooks_run_around_each_call_outside_the_timed_region():
+    log = []
+    result = CpuTimer().measure(
+        lambda: log.append("call"),
+        budget_s=0.01,
+        before_call=lambda: (log.append("before"), time.sleep(0.002)),
+        after_call=lambda: (log.append("after"), time.sleep(0.002)),
+    )
+    assert log[:6] == ["before", "call", "after"] * 2
+    assert log.count("call") == result.reps + 1  # one warm-up call
+    assert result.median_s < 0.001
+
+
+def test_timer_reads_the_clock_bound_before_the_candidate_could_replace_it(monkeypatch):
+    def patch_clock():
+        monkeypatch.setattr(time, "perf_counter_ns", lambda: 0)
+
+    result = CpuTimer().measure(lambda: time.sleep(0.002), budget_s=0.02, after_call=patch_clock)
+    assert result.median_s > 0.0015
+
+
+def test_tampering_during_a_call_fails_the_operator(tiny_suite, tmp_path, make_bundle):
+    late_tamper = (
+        (TRITON_BASELINE / "rms_norm.py")
+        .read_text()
+        .replace(
+            "    def forward(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:\n",
+            "    def forward(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:\n"
+            "        import time\n"
+            "        time.monotonic = lambda: 0.0\n",
+        )
+    )
+    results = run(
+        make_bundle({"rms_norm.py": late_tamper}), tiny_suite, tmp_path, operators=["rms_norm"]
+    )
+    entry, (shape,) = shapes_of(results, "rms_norm")
+    assert entry["status"] == "runtime_error" and shape["status"] == "runtime_error"
+    assert "tampering" in shape["error"] and "time.monotonic" in shape["error"]
+    assert entry["score"] == 0

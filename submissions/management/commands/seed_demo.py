@@ -25,6 +25,25 @@ MEASURED = [
         "note": "Measured on an NVIDIA H200 (driver 580.159.04, torch 2.11, triton 3.6) on "
         "2026-11-29 by bench/reference_baseline.py; every shape is PyTorch, hence fallback.",
     },
+    {
+        "path": "results/2026-11-29-h200/triton-baseline-v0.1-h200.json",
+        "suite": "atrex-bench-v0.1",
+        "hardware": "h200-sxm",
+        "title": "Triton baseline (one row per program), H200",
+        "dsl": "triton",
+        "note": "examples/bundles/triton-baseline measured on an NVIDIA H200 (driver "
+        "580.159.04, torch 2.11, triton 3.6) on 2026-11-29 by python -m evaluator run "
+        "--device cuda (profiler attribution: own-kernel share 1.0 on every shape).",
+    },
+    {
+        "path": "results/2026-11-29-h200/pytorch-eager-v0.1-h200.json",
+        "suite": "atrex-bench-v0.1",
+        "hardware": "h200-sxm",
+        "title": "PyTorch eager (fallback example), H200",
+        "dsl": "pytorch",
+        "note": "examples/bundles/pytorch-eager measured on an NVIDIA H200 on 2026-11-29 by "
+        "python -m evaluator run --device cuda: own-kernel share 0, hence fallback.",
+    },
 ]
 
 

@@ -1,0 +1,1 @@
+"""``atrex``: the Atrex-Bench Portal's command-line client (standard library only)."""

@@ -1,0 +1,45 @@
+"""The public API's routes, mounted at ``/api/`` (namespace ``api``), with the schema and
+its documentation pages."""
+
+from __future__ import annotations
+
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from leaderboard import api as leaderboard_api
+from submissions import api as submissions_api
+
+from .tokens import TokenApi
+
+urlpatterns = [
+    path("leaderboard/", leaderboard_api.LeaderboardApi.as_view(), name="leaderboard"),
+    path("suites/", leaderboard_api.SuiteVersionListApi.as_view(), name="suites"),
+    path("suites/<str:slug>/", leaderboard_api.SuiteVersionDetailApi.as_view(), name="suite"),
+    path(
+        "suites/<str:slug>/shapes/",
+        leaderboard_api.SuiteVersionShapesApi.as_view(),
+        name="suite-shapes",
+    ),
+    path("hardware/", leaderboard_api.HardwareProfileListApi.as_view(), name="hardware-list"),
+    path(
+        "hardware/<slug:slug>/",
+        leaderboard_api.HardwareProfileDetailApi.as_view(),
+        name="hardware",
+    ),
+    path("submissions/", submissions_api.SubmissionListCreateApi.as_view(), name="submissions"),
+    path("submissions/<int:pk>/", submissions_api.SubmissionDetailApi.as_view(), name="submission"),
+    path(
+        "submissions/<int:pk>/progress/",
+        submissions_api.SubmissionProgressApi.as_view(),
+        name="submission-progress",
+    ),
+    path(
+        "submissions/<int:pk>/shapes/",
+        submissions_api.SubmissionShapesApi.as_view(),
+        name="submission-shapes",
+    ),
+    path("tokens/", TokenApi.as_view(), name="tokens"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
+]

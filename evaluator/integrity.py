@@ -1,0 +1,285 @@
+"""The child's self-protection against a candidate that patches the harness or its tools.
+
+The candidate runs in the evaluation child's own process, so it can reach every Python
+object of the harness. Before the candidate is imported, the child takes an
+:class:`IntegrityGuard`: a snapshot of the namespaces the measurement depends on (the
+clocks in ``time``, ``torch``'s functions and ``torch.Tensor``'s methods, ``torch.cuda``'s
+synchronise and events, ``nn.Module``, the builtins, every loaded ``evaluator`` module and
+the classes and functions defined in it, down to their code objects), of the PyTorch
+kernel registrations made from Python (``torch.library``), of the active torch modes and
+of the trace/profile hooks. After each candidate call the guard is checked; any change is
+a :class:`TamperingError`, and the operator fails with the change named.
+
+It also watches for Python threads that the candidate started: work still running after a
+call has returned escapes the timer and the correctness check, so a thread alive after a
+call is an :class:`OutsideWorkError`.
+
+Limits, stated plainly: this is a tripwire at the Python level, inside the process it
+guards. Native code (ctypes writes into the interpreter, C++ operator registrations, a
+hijacked CUDA driver), a guard disabled before it looks, or a change made and undone
+between two checks are out of its reach; the sandbox of the worker and a reference
+computed outside the candidate's process are the real boundary.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from evaluator.errors import EvaluationError
+
+WATCHED_STDLIB = (
+    "builtins",
+    "time",
+    "os",
+    "json",
+    "hmac",
+    "hashlib",
+    "math",
+    "statistics",
+    "bisect",
+    "functools",
+    "threading",
+    "secrets",
+)
+"""Standard modules whose functions the harness calls while it measures or reports."""
+WATCHED_TORCH = (
+    "torch",
+    "torch.nn.functional",
+    "torch.cuda",
+    "torch.library",
+    "torch.overrides",
+)
+GROWING_NAMESPACES = frozenset({"torch", "torch.cuda", "torch.library", "torch.overrides"})
+"""Packages that add attributes by themselves (lazily imported submodules, caches): only a
+changed or removed name counts there, not a new one."""
+CRITICAL = frozenset(
+    {"time", "torch.cuda", "torch.cuda.Event", "evaluator.timing", "evaluator.correctness"}
+)
+"""Namespaces checked after every timed call (the full check runs after the loop)."""
+TORCH_REWRAPS = frozenset(
+    {
+        "torch.manual_seed",
+        "torch.nn.Module.__init__",
+        "torch.nn.Module.__setstate__",
+        "torch.nn.Module.___needs_generation_tag_patch",
+    }
+)
+"""Names that importing ``torch._dynamo`` or ``torch.compile`` rewrap by itself: a change
+there is accepted when the new value is code from the torch package."""
+_MISSING = object()
+
+
+class TamperingError(EvaluationError):
+    """The candidate changed the harness, its clocks or PyTorch (the operator fails)."""
+
+    code = "eval:tampering"
+
+
+class OutsideWorkError(EvaluationError):
+    """The candidate left work running after its call returned (the shape is incorrect)."""
+
+    code = "eval:outside-work"
+
+
+def _code_of(value: Any) -> tuple[Any, Any, Any] | None:
+    """A function's code, defaults and keyword defaults (a swapped ``__code__`` shows)."""
+    function = getattr(value, "__func__", value)
+    if isinstance(function, types.FunctionType):
+        return (function.__code__, function.__defaults__, function.__kwdefaults__)
+    return None
+
+
+class _Namespace:
+    """One watched namespace: a module's or a class's ``__dict__`` and a copy of it."""
+
+    __slots__ = ("label", "namespace", "saved", "codes", "allow_new")
+
+    def __init__(self, label: str, namespace: Any, *, allow_new: bool) -> None:
+        self.label = label
+        self.namespace = namespace
+        self.saved = dict(namespace)
+        self.allow_new = allow_new
+        self.codes = {}
+        for name, value in self.saved.items():
+            code = _code_of(value)
+            if code is not None:
+                self.codes[name] = code
+
+    def changes(self) -> list[str]:
+        """Names that were replaced, removed, added, or whose function code was swapped."""
+        found = []
+        current = self.namespace
+        for name, value in self.saved.items():
+            now = current.get(name, _MISSING)
+            if now is not value:
+                if _is_private_state(name, value, now):
+                    continue
+                if not _is_torch_rewrap(f"{self.label}.{name}", now):
+                    found.append(f"{self.label}.{name}")
+            elif name in self.codes and _code_of(value) != self.codes[name]:
+                found.append(f"{self.label}.{name}.__code__")
+        if not self.allow_new and len(current) != len(self.saved):
+            # A submodule imported later appears as a new module attribute: not a change.
+            found.extend(
+                f"{self.label}.{name}"
+                for name in current
+                if name not in self.saved
+                and not isinstance(current[name], types.ModuleType)
+                and not _is_torch_rewrap(f"{self.label}.{name}", current[name])
+            )
+        return found
+
+
+def _is_private_state(name: str, before: Any, after: Any) -> bool:
+    """A private, non-callable value (a cache such as ``torch.cuda._cached_device_count``,
+    filled lazily on first use): library state, not code the measurement runs."""
+    return (
+        name.startswith("_")
+        and not callable(before)
+        and not callable(after)
+        and not isinstance(after, types.ModuleType)
+    )
+
+
+def _torch_dir() -> str | None:
+    torch = sys.modules.get("torch")
+    path = getattr(torch, "__file__", None)
+    return os.path.dirname(os.path.realpath(path)) + os.sep if path else None
+
+
+def _is_torch_rewrap(label: str, value: Any) -> bool:
+    """Whether a change of ``label`` to ``value`` is one PyTorch makes itself."""
+    if label not in TORCH_REWRAPS:
+        return False
+    code = _code_of(value)
+    if code is None and label.endswith("___needs_generation_tag_patch"):
+        return isinstance(value, bool)
+    torch_dir = _torch_dir()
+    return bool(code and torch_dir and os.path.realpath(code[0].co_filename).startswith(torch_dir))
+
+
+def _classes_of(module: types.ModuleType) -> Iterable[type]:
+    for value in list(vars(module).values()):
+        if isinstance(value, type) and value.__module__ == module.__name__:
+            yield value
+
+
+def _thread_ids() -> set[int]:
+    return set(sys._current_frames())
+
+
+class IntegrityGuard:
+    """Snapshot of what the measurement depends on, taken before the candidate is imported.
+
+    ``check()`` raises :class:`TamperingError` naming every change; ``check_threads()``
+    raises :class:`OutsideWorkError` when a Python thread started after the snapshot is
+    still alive. ``extra`` adds namespaces to watch (a label and its ``__dict__``).
+    """
+
+    def __init__(self, *, extra: Iterable[tuple[str, Any]] = ()) -> None:
+        self._namespaces: list[_Namespace] = []
+        for name in (*WATCHED_STDLIB, *WATCHED_TORCH):
+            module = sys.modules.get(name)
+            if module is not None:
+                self._watch(name, vars(module), allow_new=name in GROWING_NAMESPACES)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            self._watch("torch.Tensor", torch.Tensor.__dict__, allow_new=False)
+            self._watch("torch.nn.Module", torch.nn.Module.__dict__, allow_new=False)
+            self._watch("torch.cuda.Event", torch.cuda.Event.__dict__, allow_new=False)
+        for name, module in sorted(sys.modules.items()):
+            if (name == "evaluator" or name.startswith("evaluator.")) and module is not None:
+                self._watch(name, vars(module), allow_new=False)
+                for cls in _classes_of(module):
+                    self._watch(f"{name}.{cls.__qualname__}", cls.__dict__, allow_new=False)
+        for label, namespace in extra:
+            self._watch(label, namespace, allow_new=False)
+        self._library_impls = self._impls()
+        self._modes = self._mode_depths()
+        self._threads = _thread_ids()
+
+    def _watch(self, label: str, namespace: Any, *, allow_new: bool) -> None:
+        # A class __dict__ is a read-only proxy that follows the class; it is read live.
+        self._namespaces.append(_Namespace(label, namespace, allow_new=allow_new))
+
+    @staticmethod
+    def _impls() -> frozenset[str]:
+        library = sys.modules.get("torch.library")
+        return frozenset(getattr(library, "_impls", ()) or ())
+
+    @staticmethod
+    def _mode_depths() -> tuple[int, int]:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return (0, 0)
+        return (torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack())
+
+    def changes(self) -> list[str]:
+        """Every change since the snapshot, named ('time.perf_counter_ns', ...)."""
+        found: list[str] = []
+        for namespace in self._namespaces:
+            found.extend(namespace.changes())
+        # Kernels of the candidate's own namespaces are its business; a Python-registered
+        # kernel for an aten op would change what the reference computes.
+        added = self._impls() - self._library_impls
+        found.extend(
+            f"torch.library kernel {impl}" for impl in sorted(added) if impl.startswith("aten/")
+        )
+        if self._mode_depths() != self._modes:
+            found.append("an active torch function/dispatch mode")
+        if sys.gettrace() is not None:
+            found.append("sys.settrace")
+        if sys.getprofile() is not None:
+            found.append("sys.setprofile")
+        return found
+
+    def check(self, when: str, *, critical_only: bool = False) -> None:
+        """Raise TamperingError if anything changed; ``when`` says where we are.
+
+        ``critical_only`` looks at the clocks and the timing and comparison code only
+        (cheap enough to run after every timed call).
+        """
+        if critical_only:
+            found = [
+                change
+                for namespace in self._namespaces
+                if namespace.label in CRITICAL
+                or namespace.label.startswith(("evaluator.timing.", "evaluator.correctness."))
+                for change in namespace.changes()
+            ]
+        else:
+            found = self.changes()
+        if found:
+            shown = ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
+            raise TamperingError(
+                f"tampering: the candidate changed {shown} ({when}); the harness, its "
+                "clocks and PyTorch must be left as they are"
+            )
+
+    def check_threads(self, when: str) -> None:
+        """Raise OutsideWorkError if a thread started by the candidate is still alive."""
+        new = _thread_ids() - self._threads
+        if new:
+            raise OutsideWorkError(
+                f"{len(new)} Python thread(s) started by the candidate still running {when}; "
+                "all work must be finished when the call returns (work outside the call "
+                "escapes the timer and the correctness check)"
+            )
+
+
+def bound_checker(
+    guard: IntegrityGuard | None, when: str, *, critical_only: bool = False
+) -> Callable[[], None]:
+    """A zero-argument check (threads, then tampering) for call-by-call hooks."""
+    if guard is None:
+        return lambda: None
+
+    def check() -> None:
+        guard.check_threads(when)
+        guard.check(when, critical_only=critical_only)
+
+    return check

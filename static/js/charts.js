@@ -1,0 +1,20 @@
+// Draw every chart whose figure the page embeds as JSON: <script id="NAME-figure"
+// type="application/json"> is drawn into the element with id NAME-chart. The tables beside
+// the charts carry the same figures without JS.
+(function () {
+  "use strict";
+  function draw() {
+    if (typeof Plotly === "undefined") { return; }
+    document.querySelectorAll('script[type="application/json"][id$="-figure"]').forEach(function (node) {
+      var target = document.getElementById(node.id.replace(/-figure$/, "-chart"));
+      if (!target) { return; }
+      var figure = JSON.parse(node.textContent);
+      Plotly.newPlot(target, figure.data, figure.layout, { responsive: true, displaylogo: false });
+    });
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", draw);
+  } else {
+    draw();
+  }
+})();

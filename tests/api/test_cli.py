@@ -1,0 +1,138 @@
+"""``atrex`` against a live server (a real HTTP round trip through urllib)."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from rest_framework.authtoken.models import Token
+
+from atrex_cli.client import Client
+from atrex_cli.main import main, progress_line, wait_until_final
+from submissions.models import Submission
+from tests.release import REPO_ROOT
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MODULE = (
+    "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+)
+
+
+def _bundle(tmp_path: Path, files: dict[str, str]) -> Path:
+    path = tmp_path / "bundle.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return path
+
+
+@pytest.fixture
+def cli(live_server, user, monkeypatch, tmp_path):
+    """``cli("board")`` -> (exit code, output), as ``user`` with a token."""
+    monkeypatch.setenv("ATREX_URL", live_server.url)
+    monkeypatch.setenv("ATREX_TOKEN", Token.objects.create(user=user).key)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+    def run(*argv: str) -> tuple[int, str]:
+        out = io.StringIO()
+        return main(list(argv), out=out), out.getvalue()
+
+    return run
+
+
+def test_submit_a_rejected_bundle_exits_1_with_the_reason(cli, catalogue, tmp_path):
+    code, output = cli("submit", str(_bundle(tmp_path, {"rms_norm.py": "def broken(:\n"})))
+    assert code == 1
+    assert "rejected" in output and "bundle:syntax-error" in output and "rms_norm.py" in output
+
+
+def test_submit_a_good_bundle_is_queued(cli, catalogue, user, tmp_path):
+    bundle = _bundle(tmp_path, {"rms_norm.py": MODULE})
+    code, output = cli("submit", str(bundle), "--title", "from cli", "--hardware", "cpu-dev")
+    assert code == 0, output
+    submission = Submission.objects.get(owner=user)
+    assert submission.title == "from cli" and submission.status == "queued"
+    assert f"submission #{submission.pk} queued on atrex-bench-v0.1 / cpu-dev" in output
+    code, output = cli("status", str(submission.pk))
+    assert code == 0 and f"#{submission.pk} queued" in output
+
+
+def test_submit_with_wait_on_a_rejected_bundle_does_not_poll(cli, catalogue, tmp_path):
+    code, output = cli("submit", "--wait", str(_bundle(tmp_path, {"notes.txt": "hello"})))
+    assert code == 1 and "bundle:no-operators" in output
+
+
+def test_status_wait_on_a_published_submission_prints_scores(cli, publish):
+    submission = publish(fraction=0.3, title="fast kernels")
+    code, output = cli("status", str(submission.pk), "--wait")
+    assert code == 0, output
+    assert "aggregate" in output and "0.3000" in output and "rms_norm" in output
+    total = submission.runs.get().shapes_total
+    assert f"] {total}/{total} shapes  published" in output
+
+
+def test_board_lists_published_rows(cli, publish):
+    publish(fraction=0.3, title="slow")
+    publish(fraction=0.7, title="fast")
+    code, output = cli("board", "--suite", "atrex-bench-v0.1", "--hardware", "cpu-dev")
+    assert code == 0
+    lines = output.splitlines()
+    assert "2 submissions" in lines[0]
+    assert "fast" in lines[2] and "0.7000" in lines[2] and "slow" in lines[3]
+
+
+def test_status_of_an_unknown_submission_exits_1(cli, catalogue):
+    code, output = cli("status", "999999")
+    assert code == 1 and "Not found" in output
+
+
+def test_no_token_is_a_usage_error(cli, catalogue, monkeypatch, tmp_path):
+    monkeypatch.delenv("ATREX_TOKEN")
+    code, output = cli("submit", str(_bundle(tmp_path, {"rms_norm.py": MODULE})))
+    assert code == 2 and "ATREX_TOKEN" in output
+
+
+def test_the_client_runs_on_the_standard_library_alone(live_server, publish):
+    """``-I -S``: no site-packages at all, so only the standard library can be imported."""
+    publish(fraction=0.5, title="via python -m")
+    env = {**os.environ, "ATREX_URL": live_server.url}
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+         "sys.argv = ['atrex', 'board']; import runpy; runpy.run_module('atrex_cli', "
+         "run_name='__main__')", str(REPO_ROOT)],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "via python -m" in done.stdout
+
+
+class _FakeProgress(Client):
+    def __init__(self, steps: list[dict]) -> None:
+        super().__init__()
+        self.steps = steps
+
+    def progress(self, submission_id: int) -> dict:
+        return self.steps.pop(0)
+
+
+def test_wait_draws_one_bar_line_per_change_until_final():
+    steps = [
+        {"status": "queued", "shapes_done": 0, "shapes_total": 0, "final": False},
+        {"status": "running", "shapes_done": 2, "shapes_total": 4, "final": False},
+        {"status": "running", "shapes_done": 2, "shapes_total": 4, "final": False},
+        {"status": "published", "shapes_done": 4, "shapes_total": 4, "final": True},
+    ]
+    out = io.StringIO()
+    last = wait_until_final(_FakeProgress(steps), 1, out=out, sleep=lambda s: None)
+    assert last["status"] == "published"
+    assert out.getvalue().splitlines() == [
+        progress_line({"status": "queued", "shapes_done": 0, "shapes_total": 0}),
+        "[" + "#" * 15 + "." * 15 + "] 2/4 shapes  running",
+        "[" + "#" * 30 + "] 4/4 shapes  published",
+    ]

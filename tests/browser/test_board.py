@@ -1,0 +1,90 @@
+"""The board in a real browser: sorting by clicking a header, the roofline chart drawn by
+plotly on a submission page, and the CSV download. Rows are imported results (no worker)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+
+import pytest
+
+from tests.leaderboard.results_factory import publish_row
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+@pytest.fixture
+def page():
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(
+            "Debian's chromium is missing: `make test` installs it (apt-get install chromium)"
+        )
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        context = browser.new_context(
+            viewport={"width": 1280, "height": 900}, accept_downloads=True
+        )
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        yield page
+        context.close()
+        browser.close()
+
+
+def _titles(page) -> list[str]:
+    return page.locator("#ranked tr[data-submission] th[scope=row] > a").all_inner_texts()
+
+
+def test_board_sorts_by_header_draws_the_roofline_and_downloads_csv(
+    close_other_db_sessions_at_the_end, page, live_server, catalogue, user, tmp_path
+):
+    publish_row(
+        owner=user,
+        suite=catalogue,
+        title="silu specialist",
+        fraction={"rms_norm": 0.05, "silu_and_mul": 0.9, "fused_add_rms_norm": 0.9},
+    )
+    norm = publish_row(
+        owner=user,
+        suite=catalogue,
+        title="norm specialist",
+        fraction={"rms_norm": 0.9, "silu_and_mul": 0.1, "fused_add_rms_norm": 0.1},
+    )
+    board = f"{live_server.url}/?suite=atrex-bench-v0.1&hardware=cpu-dev"
+
+    page.goto(board)
+    # rms_norm weighs most in this suite, so the norm specialist ranks first.
+    assert _titles(page) == ["norm specialist", "silu specialist"]
+    header = page.locator("#board thead th", has=page.locator("a[data-sort='op:silu_and_mul']"))
+    assert header.get_attribute("aria-sort") == "none"
+    header.locator("a.sort").click()
+    page.wait_for_url("**sort=-op%3Asilu_and_mul*")
+    assert _titles(page) == ["silu specialist", "norm specialist"]
+    header = page.locator("#board thead th", has=page.locator("a[data-sort='op:silu_and_mul']"))
+    assert header.get_attribute("aria-sort") == "descending"
+
+    with page.expect_download() as download_info:
+        page.locator("#download-csv").click()
+    path = tmp_path / "board.csv"
+    download_info.value.save_as(path)
+    records = list(csv.DictReader(io.StringIO(path.read_text())))
+    assert [r["title"] for r in records] == ["silu specialist", "norm specialist"]
+    page.screenshot(path=str(tmp_path / "board.png"), full_page=True)
+
+    page.goto(f"{live_server.url}/submissions/{norm.pk}/")
+    page.wait_for_selector("#roofline-chart .main-svg")
+    assert page.locator("#roofline-chart .main-svg").count() >= 1
+    assert page.locator("#roofline-chart .scatterlayer .trace").count() >= 2
+    page.screenshot(path=str(tmp_path / "submission.png"), full_page=True)

@@ -1,0 +1,284 @@
+"""The public pages: the board (ranking, ties, baselines, sorting, filters, heat map, one
+query for the rows), downloads, the submission page's charts, operator and history pages."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from leaderboard.models import Score
+from leaderboard.templatetags.figures import contrast_ratio, heat_colours
+from submissions.models import Submission
+from tests.factories import UserFactory
+from tests.leaderboard.results_factory import publish_row
+
+pytestmark = pytest.mark.django_db
+
+CPU = {"suite": "atrex-bench-v0.1", "hardware": "cpu-dev"}
+
+
+def _board(client, **params) -> str:
+    response = client.get(reverse("leaderboard:board"), {**CPU, **params})
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def _ranked_titles(html: str) -> list[str]:
+    ranked = html.split('id="ranked"', 1)[1]
+    return re.findall(r'<a href="/submissions/\d+/">([^<]+)</a>', ranked)
+
+
+def _ranks(html: str) -> list[str]:
+    ranked = html.split('id="ranked"', 1)[1]
+    cells = re.findall(r'<td class="rank">(.*?)</td>', ranked, flags=re.S)
+    return [re.sub(r"<[^>]+>", "", cell).strip() for cell in cells]
+
+
+@pytest.fixture
+def board_rows(catalogue, user):
+    """Three ranked rows (one Triton agent, two bundles) and a baseline."""
+    fast = publish_row(
+        owner=user,
+        suite=catalogue,
+        title="fast",
+        dsl="triton",
+        fraction={"rms_norm": 0.2, "silu_and_mul": 0.9, "fused_add_rms_norm": 0.9},
+    )
+    Submission.objects.filter(pk=fast.pk).update(kind=Submission.Kind.AGENT)
+    middle = publish_row(
+        owner=user,
+        suite=catalogue,
+        title="middle",
+        dsl="cuda",
+        fraction={"rms_norm": 0.8, "silu_and_mul": 0.3, "fused_add_rms_norm": 0.3},
+    )
+    slow = publish_row(owner=user, suite=catalogue, title="slow", dsl="triton", fraction=0.05)
+    base = publish_row(
+        owner=user, suite=catalogue, title="eager", dsl="", fraction=0.01, is_baseline=True
+    )
+    return {"fast": fast, "middle": middle, "slow": slow, "base": base}
+
+
+def test_board_ranks_submissions_and_pins_baselines_apart(client, board_rows):
+    html = _board(client)
+    assert _ranked_titles(html) == ["fast", "middle", "slow"]
+    assert _ranks(html) == ["1", "2", "3"]
+    baselines = html.split('id="baselines"', 1)[1].split('id="ranked"', 1)[0]
+    assert "Baselines (not ranked)" in baselines and ">eager<" in baselines
+    assert '<td class="rank"><span class="sub">baseline</span></td>' in baselines
+
+
+def test_sorting_by_a_column_is_done_by_the_server(client, board_rows):
+    by_rms = _board(client, sort="-op:rms_norm")
+    assert _ranked_titles(by_rms) == ["middle", "fast", "slow"]
+    # The rank stays the score's rank whatever the display order.
+    assert _ranks(by_rms) == ["2", "1", "3"]
+    assert re.search(
+        r'aria-sort="descending"[^>]*><a class="sort" href="[^"]*sort=op%3Arms_norm', by_rms
+    )
+    ascending = _board(client, sort="aggregate")
+    assert _ranked_titles(ascending) == ["slow", "middle", "fast"]
+    assert 'aria-sort="ascending"' in ascending
+    by_title = _board(client, sort="submission")
+    assert _ranked_titles(by_title) == ["fast", "middle", "slow"]
+    # An unknown key falls back to the ranking order instead of failing.
+    assert _ranked_titles(_board(client, sort="-op:nope")) == ["fast", "middle", "slow"]
+    assert _ranked_titles(_board(client, sort="password")) == ["fast", "middle", "slow"]
+
+
+def test_filters_narrow_the_board(client, board_rows):
+    assert _ranked_titles(_board(client, dsl="triton")) == ["fast", "slow"]
+    assert _ranked_titles(_board(client, kind="agent")) == ["fast"]
+    old = timezone.now() - timedelta(days=40)
+    Score.objects.filter(submission=board_rows["middle"]).update(published_at=old)
+    since = (timezone.now() - timedelta(days=7)).date().isoformat()
+    assert _ranked_titles(_board(client, **{"from": since})) == ["fast", "slow"]
+    until = (timezone.now() - timedelta(days=30)).date().isoformat()
+    assert _ranked_titles(_board(client, to=until)) == ["middle"]
+    assert _ranked_titles(_board(client, **{"from": "not-a-date"})) == ["fast", "middle", "slow"]
+
+
+def test_rows_whose_intervals_overlap_share_a_rank(client, catalogue, user):
+    publish_row(owner=user, suite=catalogue, title="a", fraction=0.50, spread=0.2)
+    publish_row(owner=user, suite=catalogue, title="b", fraction=0.48, spread=0.2)
+    publish_row(owner=user, suite=catalogue, title="c", fraction=0.10, spread=0.01)
+    html = _board(client)
+    assert _ranked_titles(html) == ["a", "b", "c"]
+    assert _ranks(html) == ["=1", "=1", "3"]
+
+
+def test_hidden_private_and_unpublished_rows_are_not_on_the_board(
+    client, board_rows, catalogue, user
+):
+    Submission.objects.filter(pk=board_rows["slow"].pk).update(hidden=True)
+    Submission.objects.filter(pk=board_rows["middle"].pk).update(visibility="private")
+    held = publish_row(owner=user, suite=catalogue, title="held", fraction=3.0)
+    assert held.status == Submission.Status.HELD_FOR_REVIEW
+    assert _ranked_titles(_board(client)) == ["fast"]
+
+
+def test_board_rows_come_from_one_query(
+    client, board_rows, catalogue, user, django_assert_max_num_queries
+):
+    for index in range(4):
+        publish_row(owner=UserFactory(), suite=catalogue, title=f"extra {index}", fraction=0.02)
+    # suite, hardware, operators, the rows, DSL choices, suite and hardware lists: the count
+    # does not grow with the rows (no per-row owner or submission query).
+    with django_assert_max_num_queries(7) as captured:
+        html = _board(client)
+    row_queries = [
+        q["sql"]
+        for q in captured.captured_queries
+        if q["sql"].startswith('SELECT "leaderboard_score"."id"')
+    ]
+    assert len(row_queries) == 1 and '"auth_user"' in row_queries[0]
+    assert len(_ranked_titles(html)) == 7
+
+
+def test_heat_map_cells_are_shaded_relative_to_the_column_best(client, board_rows):
+    html = _board(client)
+    styles = re.findall(r'class="num op heat" style="([^"]*)">([^<]*)<', html)
+    assert styles
+    best_cells = [style for style, value in styles if value == "0.9"]
+    assert best_cells and all("#0b3d7a" in style and "#ffffff" in style for style in best_cells)
+
+
+@pytest.mark.parametrize("share", [i / 20 for i in range(21)])
+def test_heat_map_text_keeps_aa_contrast(share):
+    background, text = heat_colours(share, 1.0)
+
+    def rgb(hex_colour: str) -> tuple[int, int, int]:
+        return tuple(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+
+    assert contrast_ratio(rgb(background), rgb(text)) >= 4.5
+
+
+def test_board_downloads_parse_and_follow_the_page(client, board_rows):
+    response = client.get(reverse("leaderboard:board-download", args=["csv"]), CPU)
+    assert response.status_code == 200 and "attachment" in response["Content-Disposition"]
+    records = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [r["title"] for r in records] == ["eager", "fast", "middle", "slow"]
+    assert [r["rank"] for r in records] == ["", "1", "2", "3"]
+    assert float(records[1]["op:silu_and_mul"]) == pytest.approx(0.9)
+    data = client.get(
+        reverse("leaderboard:board-download", args=["json"]), {**CPU, "sort": "-op:rms_norm"}
+    ).json()
+    assert [r["title"] for r in data["results"]] == ["eager", "middle", "fast", "slow"]
+    assert data["results"][1]["operator_scores"]["rms_norm"] == pytest.approx(0.8)
+    assert client.get(reverse("leaderboard:board-download", args=["xml"]), CPU).status_code == 404
+
+
+def test_private_results_download_only_for_owner_and_staff(client, catalogue, user):
+    row = publish_row(owner=user, suite=catalogue, title="secret", fraction=0.3)
+    Submission.objects.filter(pk=row.pk).update(visibility="private")
+    url = reverse("submissions:results-download", args=[row.pk, "csv"])
+    assert client.get(url).status_code == 404
+    client.force_login(UserFactory())
+    assert client.get(url).status_code == 404
+    client.force_login(user)
+    records = list(csv.DictReader(io.StringIO(client.get(url).content.decode())))
+    assert len(records) == 9 and {r["status"] for r in records} == {"pass"}
+    client.force_login(UserFactory(is_staff=True))
+    data = client.get(reverse("submissions:results-download", args=[row.pk, "json"])).json()
+    assert data["submission"] == row.pk and len(data["shapes"]) == 9
+    assert data["scores"]["aggregate"] == pytest.approx(0.3)
+
+
+def test_suite_definition_download_leaves_hidden_shapes_out_for_the_public(client, catalogue):
+    definition = dict(catalogue.definition)
+    definition["shapes"] = [dict(s) for s in definition["shapes"]]
+    definition["shapes"][0]["visibility"] = "hidden"
+    type(catalogue).objects.filter(pk=catalogue.pk).update(definition=definition)
+    url = reverse("leaderboard:suite-definition", args=[catalogue.slug])
+    public = json.loads(client.get(url).content)
+    assert len(public["shapes"]) == len(definition["shapes"]) - 1
+    assert public["hidden_shapes_left_out"] == 1
+    client.force_login(UserFactory(is_staff=True))
+    assert len(json.loads(client.get(url).content)["shapes"]) == len(definition["shapes"])
+
+
+def test_submission_page_embeds_the_roofline_and_comparison_figures(client, board_rows):
+    response = client.get(reverse("submissions:detail", args=[board_rows["middle"].pk]))
+    html = response.content.decode()
+    figure = json.loads(
+        re.search(
+            r'<script id="roofline-figure" type="application/json">(.*?)</script>', html, re.S
+        ).group(1)
+    )
+    names = [trace["name"] for trace in figure["data"]]
+    assert any(name.startswith("roofline:") for name in names) and "pass" in names
+    assert figure["layout"]["xaxis"]["type"] == "log" and figure["layout"]["yaxis"]["type"] == "log"
+    bars = json.loads(
+        re.search(
+            r'<script id="comparison-figure" type="application/json">(.*?)</script>', html, re.S
+        ).group(1)
+    )
+    assert [t["name"] for t in bars["data"]] == [
+        "this submission",
+        "best on the board: fast",
+        "baseline: eager",
+    ]
+    assert "/vendor/plotly.min.js" in html
+    assert 'id="shape-table"' in html  # the figures stay readable without JavaScript
+
+
+def test_plotly_is_served_from_the_installed_package(client):
+    response = client.get(reverse("leaderboard:plotly-js"))
+    assert response.status_code == 200 and response["Content-Type"] == "text/javascript"
+    assert b"plotly" in b"".join(response.streaming_content)[:2000].lower()
+
+
+def test_operator_page_lists_shapes_best_results_and_the_distribution(client, board_rows):
+    response = client.get(reverse("leaderboard:operator", args=["silu_and_mul"]), CPU)
+    assert response.status_code == 200
+    html = response.content.decode()
+    shape_rows = html.split('id="shape-table"', 1)[1].split("</table>", 1)[0]
+    assert shape_rows.count('<th scope="row">smoke-') == 3
+    assert ">fast</a>" in shape_rows  # best passing result per shape
+    assert 'id="distribution-figure"' in html
+    assert client.get(reverse("leaderboard:operator", args=["nope"]), CPU).status_code == 404
+
+
+def test_history_shows_each_new_best(client, board_rows):
+    Score.objects.filter(submission=board_rows["slow"]).update(
+        published_at=timezone.now() - timedelta(days=3)
+    )
+    response = client.get(reverse("leaderboard:history"), CPU)
+    html = response.content.decode()
+    table = html.split('id="history-table"', 1)[1]
+    assert re.findall(r'">([^<]+)</a></th>', table) == ["slow", "fast"]
+    assert 'id="history-figure"' in html
+
+
+def test_operator_page_gives_t_sol_on_the_chosen_gpu(client, catalogue):
+    from evaluator.hardware import get_profile
+    from evaluator.roofline import t_sol_seconds
+
+    response = client.get(
+        reverse("leaderboard:operator", args=["rms_norm"]),
+        {"suite": catalogue.slug, "hardware": "h200-sxm"},
+    )
+    assert response.status_code == 200
+    rows = response.context["shapes"]
+    shapes = [
+        s
+        for s in catalogue.definition["shapes"]
+        if s["operator"] == "rms_norm" and not s.get("smoke")
+    ]
+    assert len(rows) == len(shapes) and not any(r["shape"].get("smoke") for r in rows)
+    first = shapes[0]
+    expected = 1e3 * t_sol_seconds(
+        w_flops=first["w_flops"],
+        q_read=first["q_read"],
+        q_write=first["q_write"],
+        hardware=get_profile("h200-sxm"),
+    )
+    assert rows[0]["t_sol_ms"] == pytest.approx(expected)
+    assert "No published submission yet." in response.content.decode()
