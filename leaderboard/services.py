@@ -46,6 +46,25 @@ class SuiteVersionImmutableError(CurationError):
     """An attempt to change a published suite version."""
 
 
+def _shape_row(version: SuiteVersion, operator: Operator, shape: ShapeSpec) -> Shape:
+    """An unsaved Shape row of ``version`` holding one ShapeSpec."""
+    return Shape(
+        suite_version=version,
+        operator=operator,
+        shape_id=shape.shape_id,
+        init_kwargs=shape.init_kwargs,
+        input_kwargs=shape.input_kwargs,
+        weight=shape.weight,
+        w_flops=shape.w_flops,
+        q_read=shape.q_read,
+        q_write=shape.q_write,
+        visibility=shape.visibility,
+        smoke=shape.smoke,
+        source=shape.source,
+        description=shape.description,
+    )
+
+
 def hardware_profiles_sync() -> list[HardwareProfile]:
     """Create or update the built-in hardware profiles from ``evaluator.hardware``."""
     rows = []
@@ -116,22 +135,7 @@ def _suite_version_create(
             sources=sources.get(entry.slug, {}),
         )
     Shape.objects.bulk_create(
-        Shape(
-            suite_version=version,
-            operator=operators[shape.operator],
-            shape_id=shape.shape_id,
-            init_kwargs=shape.init_kwargs,
-            input_kwargs=shape.input_kwargs,
-            weight=shape.weight,
-            w_flops=shape.w_flops,
-            q_read=shape.q_read,
-            q_write=shape.q_write,
-            visibility=shape.visibility,
-            smoke=shape.smoke,
-            source=shape.source,
-            description=shape.description,
-        )
-        for shape in suite.shapes
+        _shape_row(version, operators[shape.operator], shape) for shape in suite.shapes
     )
     return version
 
@@ -480,24 +484,7 @@ def operator_upload_add(
         description=upload.entry.description,
         sources=dict(upload.sources),
     )
-    Shape.objects.bulk_create(
-        Shape(
-            suite_version=draft,
-            operator=operator,
-            shape_id=shape.shape_id,
-            init_kwargs=shape.init_kwargs,
-            input_kwargs=shape.input_kwargs,
-            weight=shape.weight,
-            w_flops=shape.w_flops,
-            q_read=shape.q_read,
-            q_write=shape.q_write,
-            visibility=shape.visibility,
-            smoke=shape.smoke,
-            source=shape.source,
-            description=shape.description,
-        )
-        for shape in upload.shapes
-    )
+    Shape.objects.bulk_create(_shape_row(draft, operator, shape) for shape in upload.shapes)
     return row
 
 
