@@ -323,6 +323,9 @@ class ShapeCorrectness:
     max_abs_error: float
     mismatch_share: float
     trials: int
+    mean_tolerance_used: float = 0.0
+    """The largest mean share of the tolerance used by a trial's output: the error level of
+    the first, closely checked calls, against which later calls' error is compared."""
 
 
 def _synchronize(device: torch.device) -> None:
@@ -407,7 +410,9 @@ def check_shape(
             return ShapeCorrectness(
                 False, total.error, total.max_abs_error, total.mismatch_share, trial + 1
             )
-    return ShapeCorrectness(True, None, total.max_abs_error, total.mismatch_share, count)
+    return ShapeCorrectness(
+        True, None, total.max_abs_error, total.mismatch_share, count, total.mean_tolerance_used
+    )
 
 
 def names_of(output: Any) -> Sequence[str]:
