@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 from django.conf import settings
-from django.db.models import F, FloatField, QuerySet
+from django.core.paginator import Page, Paginator
+from django.db.models import F, FloatField, Max, QuerySet, Window
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, RowNumber
 
 from .models import HardwareProfile, Score, SuiteOperator, SuiteVersion
 
@@ -137,7 +140,33 @@ class RankedRow:
     tied: bool = False
 
 
-def _intervals_overlap(a: Score, b: Score) -> bool:
+@dataclass(frozen=True)
+class RankKey:
+    """What ranking needs of a board row (no submission, owner or operator scores)."""
+
+    pk: int
+    aggregate: float
+    aggregate_ci_low: float | None
+    aggregate_ci_high: float | None
+    is_baseline: bool
+    # Position in the ranking order (aggregate high to low, then older first, then pk):
+    # a row number computed by the database, or that tuple itself.
+    order: Any
+
+
+# The narrow columns of ``RankKey``, in its field order, for ``values_list`` (``order`` is
+# the ``ranking_position`` window annotation: no timestamps to parse per row).
+RANK_KEY_FIELDS = (
+    "pk",
+    "aggregate",
+    "aggregate_ci_low",
+    "aggregate_ci_high",
+    "submission__is_baseline",
+    "ranking_position",
+)
+
+
+def _intervals_overlap(a: Score | RankKey, b: Score | RankKey) -> bool:
     a_low = a.aggregate if a.aggregate_ci_low is None else a.aggregate_ci_low
     a_high = a.aggregate if a.aggregate_ci_high is None else a.aggregate_ci_high
     b_low = b.aggregate if b.aggregate_ci_low is None else b.aggregate_ci_low
@@ -145,7 +174,7 @@ def _intervals_overlap(a: Score, b: Score) -> bool:
     return a_low <= b_high and b_low <= a_high
 
 
-def rank_rows(rows: list[Score]) -> dict[int, tuple[int, bool]]:
+def rank_keys(keys: Iterable[RankKey]) -> dict[int, tuple[int, bool]]:
     """Score pk -> (rank, tied) for non-baseline rows, ranked by aggregate.
 
     Rows are taken best first; a row whose 95% interval overlaps the previous row's
@@ -154,21 +183,96 @@ def rank_rows(rows: list[Score]) -> dict[int, tuple[int, bool]]:
     aggregates.
     """
     ranked = sorted(
-        (row for row in rows if not row.submission.is_baseline),
-        key=lambda row: (-row.aggregate, row.published_at, row.pk),
+        (key for key in keys if not key.is_baseline),
+        key=lambda key: key.order,
     )
     result: dict[int, tuple[int, bool]] = {}
-    previous: Score | None = None
+    previous: RankKey | None = None
     rank = 0
-    for position, row in enumerate(ranked, start=1):
-        if previous is not None and _intervals_overlap(previous, row):
+    for position, key in enumerate(ranked, start=1):
+        if previous is not None and _intervals_overlap(previous, key):
             result[previous.pk] = (rank, True)
-            result[row.pk] = (rank, True)
+            result[key.pk] = (rank, True)
         else:
             rank = position
-            result[row.pk] = (rank, False)
-        previous = row
+            result[key.pk] = (rank, False)
+        previous = key
     return result
+
+
+def rank_rows(rows: list[Score]) -> dict[int, tuple[int, bool]]:
+    """``rank_keys`` for full rows (``submission`` loaded)."""
+    return rank_keys(
+        RankKey(
+            row.pk,
+            row.aggregate,
+            row.aggregate_ci_low,
+            row.aggregate_ci_high,
+            row.submission.is_baseline,
+            (-row.aggregate, row.published_at, row.pk),
+        )
+        for row in rows
+    )
+
+
+def operator_best(rows: QuerySet[Score], *, operators: list[str]) -> dict[str, float]:
+    """Operator slug -> the best operator score among ``rows`` (0.0 when none), computed
+    by the database in one aggregate query (the heat map's reference per column)."""
+    if not operators:
+        return {}
+    best = rows.order_by().aggregate(
+        **{
+            f"op_{index}": Max(Cast(KeyTextTransform(slug, "operator_scores"), FloatField()))
+            for index, slug in enumerate(operators)
+        }
+    )
+    return {slug: best[f"op_{index}"] or 0.0 for index, slug in enumerate(operators)}
+
+
+BOARD_PAGE_SIZE = 50
+
+
+@dataclass
+class BoardPage:
+    """One page of the board: ``rows`` are the page's ranked rows in the sort order,
+    ``baselines`` all baseline rows (unranked, pinned), ``ranks`` cover the whole board
+    (every row matching the filters, not only this page), ``page`` the ``RankKey`` page."""
+
+    rows: list[Score]
+    baselines: list[Score]
+    ranks: dict[int, tuple[int, bool]]
+    page: Page
+
+
+def board_page(
+    *,
+    suite: SuiteVersion,
+    hardware: HardwareProfile,
+    sort: str | None = None,
+    filters: BoardFilters | None = None,
+    page: str | int | None = None,
+    per_page: int = BOARD_PAGE_SIZE,
+) -> BoardPage:
+    """A page of ``leaderboard_rows`` in two queries: the narrow ``RankKey`` columns of every
+    row (ranks and page bounds), then the full rows (submission, owner, operator scores)
+    of this page and of the baselines only. ``page`` out of range or invalid: the nearest
+    valid page (``Paginator.get_page``)."""
+    rows = leaderboard_rows(suite=suite, hardware=hardware, sort=sort, filters=filters)
+    ranking = Window(RowNumber(), order_by=_order_by(DEFAULT_SORT)[1:])
+    keys = [
+        RankKey(*values)
+        for values in rows.annotate(ranking_position=ranking).values_list(*RANK_KEY_FIELDS)
+    ]
+    shown = Paginator([key for key in keys if not key.is_baseline], per_page).get_page(page)
+    baseline_pks = [key.pk for key in keys if key.is_baseline]
+    wanted = [key.pk for key in shown.object_list] + baseline_pks
+    full = {row.pk: row for row in rows.filter(pk__in=wanted)} if wanted else {}
+    return BoardPage(
+        rows=[full[key.pk] for key in shown.object_list if key.pk in full],
+        baselines=[full[pk] for pk in baseline_pks if pk in full],
+        ranks=rank_keys(keys),
+        page=shown,
+    )
 
 
 def suite_version_pick(*, slug: str | None) -> SuiteVersion | None:
@@ -188,11 +292,11 @@ def hardware_pick(*, slug: str | None) -> HardwareProfile | None:
 def board_dsls(*, suite: SuiteVersion, hardware: HardwareProfile) -> list[str]:
     """The DSLs of the board's rows, for the filter's choices."""
     return sorted(
-        set(
-            leaderboard_rows(suite=suite, hardware=hardware)
-            .exclude(submission__dsl="")
-            .values_list("submission__dsl", flat=True)
-        )
+        leaderboard_rows(suite=suite, hardware=hardware)
+        .exclude(submission__dsl="")
+        .order_by()
+        .values_list("submission__dsl", flat=True)
+        .distinct()
     )
 
 

@@ -12,6 +12,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from django.core.paginator import Page
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import (
     FileResponse,
@@ -88,10 +89,17 @@ BOARD_COLUMNS: list[tuple[str, str, bool]] = [
 ]
 
 
-def _sort_url(request: HttpRequest, sort: str) -> str:
+def _url_with(request: HttpRequest, **params: str | int) -> str:
+    """This page's query with ``params`` set; a new sort starts again on page 1."""
     query = request.GET.copy()
-    query["sort"] = sort
+    query.pop("page", None)
+    for name, value in params.items():
+        query[name] = str(value)
     return f"?{query.urlencode()}"
+
+
+def _sort_url(request: HttpRequest, sort: str) -> str:
+    return _url_with(request, sort=sort)
 
 
 def _column(request: HttpRequest, current: str, key: str, label: str, numeric: bool) -> Column:
@@ -107,32 +115,75 @@ def _column(request: HttpRequest, current: str, key: str, label: str, numeric: b
     return Column(key, label, numeric, _sort_url(request, next_sort), aria)
 
 
-def _board_context(request: HttpRequest) -> dict[str, Any]:
+def _pagination(request: HttpRequest, page: Page) -> dict[str, Any]:
+    """Links of the page navigation (plain links: works without JavaScript)."""
+    numbers = page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1)
+    return {
+        "page": page,
+        "first_url": _url_with(request, page=1),
+        "previous_url": _url_with(request, page=page.previous_page_number())
+        if page.has_previous()
+        else None,
+        "next_url": _url_with(request, page=page.next_page_number()) if page.has_next() else None,
+        "last_url": _url_with(request, page=page.paginator.num_pages),
+        "numbers": [
+            (number, _url_with(request, page=number) if isinstance(number, int) else None)
+            for number in numbers
+        ],
+    }
+
+
+def _table_item(row: Score, ranks: dict[int, tuple[int, bool]], slugs, best) -> dict[str, Any]:
+    rank, tied = ranks.get(row.pk, (None, False))
+    return {
+        "score": row,
+        "submission": row.submission,
+        "rank": rank,
+        "tied": tied,
+        "operator_cells": [(row.operator_scores.get(slug), best[slug]) for slug in slugs],
+    }
+
+
+def _board_context(request: HttpRequest, *, paginate: bool = True) -> dict[str, Any]:
+    """The board's context. Paginated (the page), ``BOARD_PAGE_SIZE`` ranked rows of
+    ``?page=N`` with the baselines pinned on every page; ranks and the heat map's column
+    best are over every row matching the filters. Not paginated (the downloads): all rows."""
     suite, hardware = _suite_and_hardware(request)
     operators = selectors.suite_operators(suite=suite) if suite else []
     slugs = [op.operator.slug for op in operators]
     sort = selectors.sort_key_parse(request.GET.get("sort"), operators=slugs)
     filters = _filters(request)
-    rows: list[Score] = (
-        list(selectors.leaderboard_rows(suite=suite, hardware=hardware, sort=sort, filters=filters))
-        if suite and hardware
-        else []
-    )
-    ranks = selectors.rank_rows(rows)
-    best = {
-        slug: max((row.operator_scores.get(slug) or 0.0 for row in rows), default=0.0)
-        for slug in slugs
-    }
-    table = [
-        {
-            "score": row,
-            "submission": row.submission,
-            "rank": ranks.get(row.pk, (None, False))[0],
-            "tied": ranks.get(row.pk, (None, False))[1],
-            "operator_cells": [(row.operator_scores.get(slug), best[slug]) for slug in slugs],
+    baselines: list[Score] = []
+    ranked: list[Score] = []
+    ranks: dict[int, tuple[int, bool]] = {}
+    best = dict.fromkeys(slugs, 0.0)
+    pagination = None
+    if suite and hardware and paginate:
+        board_page = selectors.board_page(
+            suite=suite,
+            hardware=hardware,
+            sort=sort,
+            filters=filters,
+            page=request.GET.get("page"),
+        )
+        baselines, ranked, ranks = board_page.baselines, board_page.rows, board_page.ranks
+        if baselines or ranked:
+            best = selectors.operator_best(
+                selectors.leaderboard_rows(suite=suite, hardware=hardware, filters=filters),
+                operators=slugs,
+            )
+        pagination = _pagination(request, board_page.page)
+    elif suite and hardware:
+        rows = list(
+            selectors.leaderboard_rows(suite=suite, hardware=hardware, sort=sort, filters=filters)
+        )
+        ranks = selectors.rank_rows(rows)
+        best = {
+            slug: max((row.operator_scores.get(slug) or 0.0 for row in rows), default=0.0)
+            for slug in slugs
         }
-        for row in rows
-    ]
+        baselines = [row for row in rows if row.submission.is_baseline]
+        ranked = [row for row in rows if not row.submission.is_baseline]
     columns = [_column(request, sort, key, label, numeric) for key, label, numeric in BOARD_COLUMNS]
     op_columns = []
     for op in operators:
@@ -144,6 +195,8 @@ def _board_context(request: HttpRequest) -> dict[str, Any]:
     sort_key = sort.removeprefix("-")
     sort_label = labels.get(sort_key, sort_key) + (" score" if sort_key.startswith("op:") else "")
     sort_label += ", high to low" if sort.startswith("-") else ", low to high"
+    query = request.GET.copy()
+    query.pop("page", None)
     return {
         "suite": suite,
         "hardware": hardware,
@@ -158,10 +211,10 @@ def _board_context(request: HttpRequest) -> dict[str, Any]:
         "columns": columns,
         "op_columns": op_columns,
         "date_column": date_column,
-        "baselines": [item for item in table if item["submission"].is_baseline],
-        "table": [item for item in table if not item["submission"].is_baseline],
-        "rows": rows,
-        "query": request.GET.urlencode(),
+        "baselines": [_table_item(row, ranks, slugs, best) for row in baselines],
+        "table": [_table_item(row, ranks, slugs, best) for row in ranked],
+        "pagination": pagination,
+        "query": query.urlencode(),
     }
 
 
@@ -234,7 +287,7 @@ def board_download(request: HttpRequest, fmt: str) -> HttpResponse:
     """The board as CSV or JSON: the same query, sort and filters as the page."""
     if fmt not in ("csv", "json"):
         raise Http404("Downloads are .csv or .json.")
-    context = _board_context(request)
+    context = _board_context(request, paginate=False)
     if context["suite"] is None or context["hardware"] is None:
         raise Http404("No suite or hardware.")
     records = _board_records(context)

@@ -60,30 +60,37 @@ def _history(submission: Submission) -> list[dict[str, Any]]:
     return sorted(items, key=lambda item: item["at"])
 
 
+# The columns the comparison bars read of a board row.
+_COMPARISON_FIELDS = ("submission_id", "operator_scores", "submission__title")
+
+
 def _comparison_chart(
     submission: Submission, operator_results: list[OperatorResult]
 ) -> dict[str, Any] | None:
-    """This submission's operator scores against the board's best row and its baselines."""
+    """This submission's operator scores against the board's best row and its baselines.
+
+    Two bounded queries: the best other ranked row (ranking order, ``LIMIT 1``) and the
+    baseline rows, each with only the title and the operator scores."""
     if not operator_results:
         return None
-    rows = list(
+    rows = (
         board_selectors.leaderboard_rows(
             suite=submission.suite_version, hardware=submission.hardware
         )
+        .exclude(submission_id=submission.pk)
+        .select_related(None)
+        .select_related("submission")
+        .only(*_COMPARISON_FIELDS)
     )
     operators = [result.operator for result in operator_results]
     series: list[tuple[str, dict[str, float]]] = [
         ("this submission", {r.operator: r.score for r in operator_results})
     ]
-    best = next(
-        (r for r in rows if not r.submission.is_baseline and r.submission_id != submission.pk),
-        None,
-    )
+    best = rows.filter(submission__is_baseline=False).first()
     if best is not None:
         series.append((f"best on the board: {best.submission.title}", best.operator_scores))
-    for row in rows:
-        if row.submission.is_baseline and row.submission_id != submission.pk:
-            series.append((f"baseline: {row.submission.title}", row.operator_scores))
+    for row in rows.filter(submission__is_baseline=True):
+        series.append((f"baseline: {row.submission.title}", row.operator_scores))
     return charts.operator_bars_figure(operators=operators, series=series)
 
 

@@ -124,22 +124,135 @@ def test_hidden_private_and_unpublished_rows_are_not_on_the_board(
     assert _ranked_titles(_board(client)) == ["fast"]
 
 
+def _row_queries(captured) -> list[str]:
+    return [
+        q["sql"]
+        for q in captured.captured_queries
+        if q["sql"].startswith('SELECT "leaderboard_score"."id"')
+    ]
+
+
 def test_board_rows_come_from_one_query(
     client, board_rows, catalogue, user, django_assert_max_num_queries
 ):
     for index in range(4):
         publish_row(owner=UserFactory(), suite=catalogue, title=f"extra {index}", fraction=0.02)
-    # suite, hardware, operators, the rows, DSL choices, suite and hardware lists: the count
-    # does not grow with the rows (no per-row owner or submission query).
-    with django_assert_max_num_queries(7) as captured:
+    # suite, hardware, operators, the narrow rank keys, the page's full rows, the column best
+    # of the heat map, DSL choices, suite and hardware lists: the count does not grow with
+    # the rows (no per-row owner or submission query).
+    with django_assert_max_num_queries(9) as captured:
         html = _board(client)
-    row_queries = [
+    full = [sql for sql in _row_queries(captured) if '"operator_scores"' in sql]
+    assert len(full) == 1 and '"auth_user"' in full[0]
+    narrow = [sql for sql in _row_queries(captured) if sql not in full]
+    assert len(narrow) == 1 and '"auth_user"' not in narrow[0]
+    assert len(_ranked_titles(html)) == 7
+
+
+@pytest.fixture
+def long_board(catalogue, user):
+    """120 ranked rows "row 000" (best) to "row 119" and one baseline; rows 049 and 050
+    (ranks 50 and 51, either side of the first page break) have overlapping intervals."""
+    first = publish_row(owner=user, suite=catalogue, title="row 000", fraction=0.9)
+    template = Score.objects.get(submission=first)
+    now = timezone.now()
+    for index in range(120):
+        if index:
+            submission = Submission.objects.get(pk=first.pk)
+            submission.pk = submission.id = None
+            submission.title = f"row {index:03d}"
+            submission.save()
+            score = Score.objects.get(pk=template.pk)
+            score.pk = score.id = None
+            score.submission = submission
+        else:
+            score = template
+        score.aggregate = 0.9 - index * 0.005
+        tied = index in (49, 50)
+        score.aggregate_ci_low = score.aggregate - 0.003 if tied else None
+        score.aggregate_ci_high = score.aggregate + 0.003 if tied else None
+        score.published_at = now - timedelta(minutes=index)
+        score.save()
+    publish_row(owner=user, suite=catalogue, title="eager", fraction=0.01, is_baseline=True)
+
+
+def _expected_rank(index: int) -> str:
+    return "=50" if index in (49, 50) else str(index + 1)
+
+
+def test_board_is_paginated_with_ranks_over_the_whole_board(client, long_board):
+    first = _board(client)
+    assert _ranked_titles(first) == [f"row {i:03d}" for i in range(50)]
+    assert _ranks(first) == [_expected_rank(i) for i in range(50)]
+    second = _board(client, page=2)
+    assert _ranked_titles(second) == [f"row {i:03d}" for i in range(50, 100)]
+    assert _ranks(second) == [_expected_rank(i) for i in range(50, 100)]
+    assert "Submissions 51–100 of 120 (page 2 of 3)" in second
+    third = _board(client, page=3)
+    assert _ranked_titles(third) == [f"row {i:03d}" for i in range(100, 120)]
+    assert _ranks(third)[-1] == "120"
+    # The baselines are pinned on every page; a page out of range shows the last one.
+    for html in (first, second, third):
+        assert ">eager<" in html.split('id="baselines"', 1)[1].split('id="ranked"', 1)[0]
+    assert _ranked_titles(_board(client, page=99)) == _ranked_titles(third)
+    assert _ranked_titles(_board(client, page="x")) == _ranked_titles(first)
+
+
+def test_pages_follow_the_sort_and_links_keep_sort_and_filters(client, long_board):
+    # Oldest first: row 119 is the oldest, so page 2 holds rows 069 down to 020.
+    html = _board(client, sort="date", dsl="triton", page=2)
+    assert _ranked_titles(html) == [f"row {i:03d}" for i in range(69, 19, -1)]
+    assert _ranks(html)[0] == "70"  # the rank stays the score's rank, whatever the sort
+    nav = html.split('id="board-pages"', 1)[1].split("</nav>", 1)[0]
+    links = [link.replace("&amp;", "&") for link in re.findall(r'href="([^"]+)"', nav)]
+    assert any("page=3" in link for link in links) and any("page=1" in link for link in links)
+    for link in links:
+        assert "sort=date" in link and "dsl=triton" in link and "suite=atrex-bench-v0.1" in link
+    # A new sort starts on page 1; the downloads are the complete board.
+    head = html.split("<thead>", 1)[1].split("</thead>", 1)[0]
+    assert "page=" not in head and "dsl=triton" in head
+    download = re.search(r'id="download-csv"', html) and re.search(
+        r'href="([^"]+\.csv[^"]*)"', html
+    )
+    assert "page=" not in download.group(1)
+    response = client.get(download.group(1).replace("&amp;", "&"))
+    assert len(list(csv.DictReader(io.StringIO(response.content.decode())))) == 121
+
+
+def test_board_page_queries_stay_constant_with_120_rows(
+    client, long_board, django_assert_max_num_queries
+):
+    for page in (1, 3):
+        with django_assert_max_num_queries(9) as captured:
+            _board(client, page=page, sort="-op:rms_norm")
+        full = [sql for sql in _row_queries(captured) if '"auth_user"' in sql]
+        assert len(full) == 1 and len(_row_queries(captured)) == 2
+
+
+def test_submission_page_comparison_reads_only_the_best_row_and_baselines(
+    client, long_board, django_assert_max_num_queries
+):
+    # row 000 is the one with a run (the others are copies of its Score row).
+    middle = Submission.objects.get(title="row 000")
+    with django_assert_max_num_queries(12) as captured:
+        html = client.get(reverse("submissions:detail", args=[middle.pk])).content.decode()
+    board_reads = [
         q["sql"]
         for q in captured.captured_queries
-        if q["sql"].startswith('SELECT "leaderboard_score"."id"')
+        if "operator_scores" in q["sql"] and "ORDER BY" in q["sql"]
     ]
-    assert len(row_queries) == 1 and '"auth_user"' in row_queries[0]
-    assert len(_ranked_titles(html)) == 7
+    assert len(board_reads) == 2
+    assert any("LIMIT 1" in sql for sql in board_reads)
+    bars = json.loads(
+        re.search(
+            r'<script id="comparison-figure" type="application/json">(.*?)</script>', html, re.S
+        ).group(1)
+    )
+    assert [t["name"] for t in bars["data"]] == [
+        "this submission",
+        "best on the board: row 001",
+        "baseline: eager",
+    ]
 
 
 def test_heat_map_cells_are_shaded_relative_to_the_column_best(client, board_rows):
