@@ -30,10 +30,12 @@ def progress_line(progress: dict[str, Any]) -> str:
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
+    """A figure with ``digits`` significant digits, so that a CPU development score of 2e-5
+    does not read as 0."""
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.{digits}f}"
+        return f"{value:.{digits}g}"
     return str(value)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -72,7 +73,7 @@ def test_status_wait_on_a_published_submission_prints_scores(cli, publish):
     submission = publish(fraction=0.3, title="fast kernels")
     code, output = cli("status", str(submission.pk), "--wait")
     assert code == 0, output
-    assert "aggregate" in output and "0.3000" in output and "rms_norm" in output
+    assert re.search(r"aggregate\s+0\.3\n", output) and "rms_norm" in output
     total = submission.runs.get().shapes_total
     assert f"] {total}/{total} shapes  published" in output
 
@@ -84,7 +85,7 @@ def test_board_lists_published_rows(cli, publish):
     assert code == 0
     lines = output.splitlines()
     assert "2 submissions" in lines[0]
-    assert "fast" in lines[2] and "0.7000" in lines[2] and "slow" in lines[3]
+    assert "fast" in lines[2] and " 0.7 " in lines[2] and "slow" in lines[3]
 
 
 def test_status_of_an_unknown_submission_exits_1(cli, catalogue):
@@ -136,3 +137,11 @@ def test_wait_draws_one_bar_line_per_change_until_final():
         "[" + "#" * 15 + "." * 15 + "] 2/4 shapes  running",
         "[" + "#" * 30 + "] 4/4 shapes  published",
     ]
+
+
+def test_small_figures_keep_their_significant_digits():
+    from atrex_cli.main import _fmt
+
+    assert _fmt(2.345e-05) == "2.345e-05"
+    assert _fmt(0.40431) == "0.4043"
+    assert _fmt(None) == "-"
