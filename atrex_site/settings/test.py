@@ -20,6 +20,14 @@ def _answers(host: str, port: int) -> bool:
         return False
 
 
+# Several test runs at once on one machine (parallel developers' sessions) each set their
+# own ATREX_TEST_SLOT (0-7): it picks the test database name, the Redis database and the
+# folders, so that the runs do not drop each other's database or take each other's tasks.
+TEST_SLOT = env.int("ATREX_TEST_SLOT", default=0)
+if not 0 <= TEST_SLOT <= 7:
+    raise RuntimeError("ATREX_TEST_SLOT must be between 0 and 7")
+_SUFFIX = f"-{TEST_SLOT}" if TEST_SLOT else ""
+
 SECRET_KEY = "test-only-key"  # noqa: S105 - tests only
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast, tests only
@@ -43,7 +51,7 @@ elif POSTGRES_AVAILABLE:
             "USER": "postgres",
             "HOST": "127.0.0.1",
             "PORT": "5432",
-            "TEST": {"NAME": "test_atrex"},
+            "TEST": {"NAME": f"test_atrex{_SUFFIX.replace('-', '_')}"},
         }
     }
 else:
@@ -51,26 +59,30 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": str(VAR_DIR / "test.sqlite3"),
+            "NAME": str(VAR_DIR / f"test{_SUFFIX}.sqlite3"),
             "OPTIONS": {"timeout": 30},
-            "TEST": {"NAME": str(VAR_DIR / "test-db.sqlite3")},
+            "TEST": {"NAME": str(VAR_DIR / f"test-db{_SUFFIX}.sqlite3")},
         }
     }
 
-TEST_BROKER_URL = "redis://127.0.0.1:6379/15" if REDIS_AVAILABLE else "filesystem://"
-MEDIA_ROOT = VAR_DIR / "test-media"
+TEST_BROKER_URL = (
+    f"redis://127.0.0.1:6379/{15 - TEST_SLOT}" if REDIS_AVAILABLE else "filesystem://"
+)
+MEDIA_ROOT = VAR_DIR / f"test-media{_SUFFIX}"
 # Short timing budgets: the tests check the flow and the statuses, not the figures.
-ATREX = {**ATREX, "RUNS_DIR": VAR_DIR / "test-runs", "TIME_BUDGET_S": 0.2}  # noqa: F405
+ATREX = {**ATREX, "RUNS_DIR": VAR_DIR / f"test-runs{_SUFFIX}", "TIME_BUDGET_S": 0.2}  # noqa: F405
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 CELERY_BROKER_URL = TEST_BROKER_URL
 if TEST_BROKER_URL.startswith("filesystem://"):
-    (VAR_DIR / "test-broker").mkdir(parents=True, exist_ok=True)
+    _BROKER = VAR_DIR / f"test-broker{_SUFFIX}"
+    (_BROKER / "control").mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(VAR_DIR / "test-broker"),
-        "data_folder_out": str(VAR_DIR / "test-broker"),
+        "data_folder_in": str(_BROKER),
+        "data_folder_out": str(_BROKER),
+        "control_folder": str(_BROKER / "control"),
         "store_processed": False,
     }
 else:
