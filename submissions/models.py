@@ -11,6 +11,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from .querysets import SubmissionQuerySet
+
 
 def _upload_path(instance: Submission, filename: str) -> str:
     # A fresh folder per upload: the original name is kept for the owner, never reused.
@@ -96,6 +98,8 @@ class Submission(models.Model):
     # Hacked: the score came from gaming the harness; never ranked, page kept with a mark.
     hacked = models.BooleanField(default=False)
 
+    objects = SubmissionQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at"]
 
@@ -161,6 +165,10 @@ class EvaluationRun(models.Model):
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
+        # Its worker died (no heartbeat) or its message was lost; a later attempt replaced it.
+        LOST = "lost", "Lost (replaced by a later attempt)"
+
+    FINISHED_STATUSES = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.LOST})
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="runs")
     attempt = models.PositiveIntegerField(default=1)
@@ -183,6 +191,10 @@ class EvaluationRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When its id was last sent to the queue, and how many times (the reaper re-sends the
+    # id of a run whose message the broker lost; a duplicate message is harmless).
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    dispatch_count = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]
