@@ -1,5 +1,6 @@
 """The command line: ``python -m evaluator run BUNDLE [options]`` (see docs/architecture.md)
-and ``python -m evaluator validate-suite SUITE_JSON [--device meta|cpu] [--out report.json]``.
+and ``python -m evaluator validate-suite SUITE_JSON [--device meta|cpu] [--out report.json]``
+and ``python -m evaluator ceilings [--device cuda|cpu] [--out ceilings.json]``.
 
 Exit codes: 0 when results were written (whatever the candidate did), 2 for a bundle or
 request the user must fix (message on stderr; results.json still written with
@@ -88,7 +89,43 @@ def build_parser() -> argparse.ArgumentParser:
         help="where inputs are drawn (default: meta, which allocates nothing)",
     )
     validate.add_argument("--out", default=None, help="write the report here (default: stdout)")
+    ceilings = commands.add_parser(
+        "ceilings",
+        help="measure the device's copy bandwidth and bf16 GEMM rate",
+        description=(
+            "Measure the achievable ceilings of one device (a large device-to-device copy and "
+            "a large bf16 GEMM; small and quick on cpu) and write them as JSON "
+            "(schema atrex-ceilings/1). Exit 0 when measured, 1 when the device cannot be used."
+        ),
+    )
+    ceilings.add_argument("--device", default="cuda", choices=("cpu", "cuda"))
+    ceilings.add_argument("--out", default=None, help="write the figures here (default: stdout)")
     return parser
+
+
+def command_ceilings(args: argparse.Namespace) -> int:
+    """Measure the device's ceilings, write them (JSON), print a summary; return the exit code."""
+    import json
+
+    from evaluator.ceilings import measure_ceilings
+
+    try:
+        figures = measure_ceilings(args.device)
+    except RuntimeError as exc:
+        print(f"error [platform:no-device]: {exc}", file=sys.stderr)
+        return EXIT_PLATFORM
+    text = json.dumps(figures, indent=1, sort_keys=True) + "\n"
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    print(
+        f"{figures['device_name']}: copy {figures['copy_bytes_per_s'] / 1e9:.1f} GB/s, "
+        f"bf16 GEMM {figures['bf16_gemm_flops_per_s'] / 1e12:.2f} TFLOP/s "
+        f"({figures['wall_s']:.1f} s)",
+        file=sys.stderr,
+    )
+    return EXIT_OK
 
 
 def command_validate_suite(args: argparse.Namespace) -> int:
@@ -229,4 +266,6 @@ def main(argv: list[str] | None = None) -> int:
         return command_run(args)
     if args.command == "validate-suite":
         return command_validate_suite(args)
+    if args.command == "ceilings":
+        return command_ceilings(args)
     return EXIT_PLATFORM
