@@ -26,12 +26,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from atrex_site.api.errors import ErrorSerializer, ValidationErrorSerializer
+from atrex_site.api.errors import ErrorSerializer, ValidationErrorSerializer, error_response
 from atrex_site.api.pagination import StandardPagination
 from leaderboard.models import HardwareProfile, Shape, SuiteVersion
 
 from . import selectors, services
 from .models import EvaluationRun, OperatorResult, ShapeResult, StatusChange, Submission
+from .quotas import QuotaExceeded
 
 NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such submission visible to you.")
 
@@ -275,6 +276,11 @@ class SubmissionListCreateApi(APIView):
                 SubmissionRejectedSerializer,
                 description="The bundle cannot be evaluated; it is kept as 'rejected'.",
             ),
+            429: OpenApiResponse(
+                ErrorSerializer,
+                description="Over the owner's submission limits (quota:per-hour, "
+                "quota:per-day, quota:active); nothing stored; see Retry-After.",
+            ),
         },
         tags=["submissions"],
     )
@@ -282,20 +288,26 @@ class SubmissionListCreateApi(APIView):
         form = SubmissionCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        submission = services.submission_create(
-            owner=request.user,
-            upload=data["bundle"],
-            title=data.get("title", ""),
-            visibility=data["visibility"],
-            suite_version=data.get("suite"),
-            hardware=data.get("hardware"),
-            provenance=services.Provenance(
-                dsl=data.get("dsl", ""),
-                model_name=data.get("model_name", ""),
-                agent_name=data.get("agent_name", ""),
-                notes=data.get("notes", ""),
-            ),
-        )
+        try:
+            submission = services.submission_create(
+                owner=request.user,
+                upload=data["bundle"],
+                title=data.get("title", ""),
+                visibility=data["visibility"],
+                suite_version=data.get("suite"),
+                hardware=data.get("hardware"),
+                provenance=services.Provenance(
+                    dsl=data.get("dsl", ""),
+                    model_name=data.get("model_name", ""),
+                    agent_name=data.get("agent_name", ""),
+                    notes=data.get("notes", ""),
+                ),
+            )
+        except QuotaExceeded as error:
+            # 429: nothing stored; Retry-After says when the owner may submit again.
+            response = error_response(detail=error.message, code=error.code, status=429)
+            response["Retry-After"] = str(error.retry_after_s)
+            return response
         if submission.status == Submission.Status.REJECTED:
             body = SubmissionRejectedSerializer(submission).data
             return Response(body, status=status.HTTP_422_UNPROCESSABLE_ENTITY)

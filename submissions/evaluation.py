@@ -157,21 +157,27 @@ def run_evaluator(
             start_new_session=True,
         )
         deadline = time.monotonic() + job.timeout_s
-        while True:
-            try:
-                returncode = process.wait(timeout=poll_s)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if on_progress is not None:
-                for event in reader.read_new():
-                    on_progress(event)
-                on_progress({"event": "heartbeat"})
-            if time.monotonic() > deadline:
-                _kill_group(process)
-                raise EvaluatorTimeout(
-                    f"The evaluation did not finish within {job.timeout_s:.0f} s and was stopped."
-                )
+        try:
+            while True:
+                try:
+                    returncode = process.wait(timeout=poll_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if on_progress is not None:
+                    for event in reader.read_new():
+                        on_progress(event)
+                    # The caller's heartbeat; it raises to stop a run that is no longer its.
+                    on_progress({"event": "heartbeat"})
+                if time.monotonic() > deadline:
+                    raise EvaluatorTimeout(
+                        f"The evaluation did not finish within {job.timeout_s:.0f} s "
+                        "and was stopped."
+                    )
+        except BaseException:
+            # Whatever stops the wait (timeout, a lost run, a signal), the child stops too.
+            _kill_group(process)
+            raise
     if on_progress is not None:
         for event in reader.read_new():
             on_progress(event)

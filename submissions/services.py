@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import TypeVar
 
 from celery import current_app
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import UploadedFile
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from evaluator.bundle import inspect_bundle
@@ -26,6 +32,7 @@ from leaderboard.services import score_publish
 
 from . import evaluation
 from .models import EvaluationRun, OperatorResult, ShapeResult, StatusChange, Submission
+from .quotas import quota_check
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +57,20 @@ ALLOWED_MOVES: dict[str, set[str]] = {
 
 class IllegalTransition(PlatformError):
     code = "platform:illegal-transition"
+
+
+class WorkerLost(PlatformError):
+    code = "platform:worker-lost"
+
+
+class QueueLost(PlatformError):
+    code = "platform:queue-lost"
+
+
+class RunTakenOver(PlatformError):
+    """This worker's run was declared lost (no heartbeat) and replaced: stop working on it."""
+
+    code = "platform:run-taken-over"
 
 
 def submission_transition(
@@ -107,7 +128,8 @@ def submission_create(
     """Keep the upload, record the submission, then validate it (and queue it if valid).
 
     The submission row and the file are stored before anything can fail, so a rejected
-    upload is still there for its owner to see, with the reason.
+    upload is still there for its owner to see, with the reason. Over its owner's limits
+    (``submissions.quotas``) nothing is stored and ``QuotaExceeded`` says when to retry.
     """
     suite_version = suite_version or leaderboard_selectors.suite_version_default()
     hardware = hardware or leaderboard_selectors.hardware_default()
@@ -132,6 +154,9 @@ def submission_create(
         is_baseline=is_baseline,
     )
     with transaction.atomic():
+        # One owner's uploads are counted one at a time, so two at once cannot both pass.
+        get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+        quota_check(owner=owner)
         if not too_large:
             digest = hashlib.sha256()
             for chunk in upload.chunks():
@@ -205,9 +230,11 @@ def submission_validate(*, submission: Submission) -> None:
 
 
 def submission_enqueue(
-    *, submission: Submission, from_status: str, note: str = ""
+    *, submission: Submission, from_status: str, note: str = "", dispatch: bool = True
 ) -> EvaluationRun:
-    """Create the next evaluation run and send its id to the hardware's queue on commit."""
+    """Create the next evaluation run and send its id to the hardware's queue on commit.
+
+    ``dispatch=False`` creates the run without sending it (the caller runs it at once)."""
     with transaction.atomic():
         if not submission_transition(
             submission=submission, from_status=from_status, to_status=Status.QUEUED, note=note
@@ -215,59 +242,226 @@ def submission_enqueue(
             raise IllegalTransition(f"Submission {submission.pk} is no longer {from_status}.")
         attempt = submission.runs.count() + 1
         run = EvaluationRun.objects.create(
-            submission=submission, attempt=attempt, queue=submission.hardware.queue
+            submission=submission,
+            attempt=attempt,
+            queue=submission.hardware.queue,
+            dispatched_at=timezone.now() if dispatch else None,
+            dispatch_count=1 if dispatch else 0,
         )
-        transaction.on_commit(lambda: evaluation_run_dispatch(run=run))
+        if dispatch:
+            transaction.on_commit(lambda: evaluation_run_dispatch(run=run))
     return run
 
 
 def evaluation_run_dispatch(*, run: EvaluationRun) -> None:
-    """Send the run's id (and nothing else) to its hardware queue."""
-    current_app.send_task(EVALUATE_TASK, args=[run.pk], queue=run.queue)
+    """Send the run's id (and nothing else) to its hardware queue.
+
+    The row is committed first, so a broker that cannot be reached loses nothing: the
+    reaper sends the id again once the run has waited past its grace period."""
+    try:
+        current_app.send_task(EVALUATE_TASK, args=[run.pk], queue=run.queue)
+    except Exception:  # noqa: BLE001 - any broker failure; the reaper re-sends the run
+        logger.exception("could not send run %s to %s; the reaper will send it", run.pk, run.queue)
 
 
-def _progress_recorder(run: EvaluationRun):
-    def record(event: dict) -> None:
-        fields: dict = {"heartbeat_at": timezone.now()}
+# --- Running one evaluation: claim, heartbeat, store (each fenced on the run's status) ---
+
+T = TypeVar("T")
+_DB_DOWN = (OperationalError, InterfaceError)
+
+
+def worker_identity() -> str:
+    """``host:pid`` of this process, recorded on the runs it holds."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _drop_connection() -> None:
+    try:
+        connection.close()
+    except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is gone
+        pass
+
+
+def _with_db_retry(action: Callable[[], T], *, what: str) -> T:
+    """Run ``action`` (a whole transaction), retrying while the database is unreachable
+    (a restart, a failover) for up to ``ATREX["DB_RETRY_S"]`` seconds."""
+    deadline = time.monotonic() + settings.ATREX["DB_RETRY_S"]
+    delay = 0.5
+    while True:
+        try:
+            return action()
+        except _DB_DOWN as error:
+            if time.monotonic() > deadline:
+                raise
+            logger.warning("database unreachable while %s (%s); retrying", what, error)
+            _drop_connection()
+            time.sleep(delay)
+            delay = min(2 * delay, 5.0)
+
+
+def run_holder_alive(run: EvaluationRun, *, now=None) -> bool:
+    """Whether the worker holding a running run is still working on it.
+
+    Dead: no heartbeat within ``HEARTBEAT_STALE_S``; or the holder is a process of this
+    host that no longer exists; or it is this very process (whose earlier task ended)."""
+    now = now or timezone.now()
+    stale_after = timedelta(seconds=settings.ATREX["HEARTBEAT_STALE_S"])
+    if run.heartbeat_at is None or run.heartbeat_at < now - stale_after:
+        return False
+    host, _, pid = run.worker.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    if int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_replace(*, run: EvaluationRun, reason: str, dispatch: bool = True) -> EvaluationRun | None:
+    """Declare a running ``run`` lost (its worker died) and queue a new attempt, or fail the
+    submission with a platform error once ``MAX_ATTEMPTS`` runs were made.
+
+    Compare-and-set on the run's status and heartbeat: a worker that heartbeats meanwhile
+    keeps its run. Returns the new run (not sent when ``dispatch`` is False), else None."""
+    with transaction.atomic():
+        lost = EvaluationRun.objects.filter(
+            pk=run.pk, status=EvaluationRun.Status.RUNNING, heartbeat_at=run.heartbeat_at
+        ).update(
+            status=EvaluationRun.Status.LOST,
+            finished_at=timezone.now(),
+            error_code=WorkerLost.code,
+            error_message=reason,
+        )
+        if not lost:
+            return None
+        submission = Submission.objects.select_related("hardware").get(pk=run.submission_id)
+        if submission.status != Status.RUNNING:
+            return None
+        attempts = submission.runs.count()
+        cap = settings.ATREX["MAX_ATTEMPTS"]
+        if attempts >= cap:
+            error = WorkerLost(
+                f"The evaluation was interrupted {attempts} times by failures on our side "
+                f"(last: {reason}). This does not count against your quota; an admin has "
+                "been told. Submit it again later."
+            )
+            logger.error("submission %s failed after %s lost runs", submission.pk, attempts)
+            submission_transition(
+                submission=submission,
+                from_status=Status.RUNNING,
+                to_status=Status.FAILED,
+                error=error,
+                note=error.code,
+            )
+            return None
+        return submission_enqueue(
+            submission=submission,
+            from_status=Status.RUNNING,
+            note=f"attempt {attempts} lost ({reason}); attempt {attempts + 1} queued",
+            dispatch=dispatch,
+        )
+
+
+def _run_claim(run_id: int) -> EvaluationRun | None:
+    """Take the run for this worker, or None when there is nothing to do.
+
+    Queued: taken. Finished: nothing (a redelivered message). Running with a live holder:
+    nothing. Running with a dead holder: replaced by a new attempt, taken at once."""
+    with transaction.atomic():
+        run = (
+            EvaluationRun.objects.select_for_update(of=("self",))
+            .select_related("submission", "submission__suite_version", "submission__hardware")
+            .filter(pk=run_id)
+            .first()
+        )
+        if run is None:
+            logger.warning("run %s does not exist: message dropped", run_id)
+            return None
+        if run.status == EvaluationRun.Status.RUNNING:
+            if run_holder_alive(run):
+                logger.info("run %s is held by live worker %s: nothing to do", run.pk, run.worker)
+                return None
+            replacement = run_replace(
+                run=run,
+                reason=f"worker {run.worker or '?'} stopped (message redelivered)",
+                dispatch=False,
+            )
+            if replacement is None:
+                return None
+            run = EvaluationRun.objects.select_related(
+                "submission", "submission__suite_version", "submission__hardware"
+            ).get(pk=replacement.pk)
+        if run.status != EvaluationRun.Status.QUEUED:
+            logger.info("run %s is %s: nothing to do", run.pk, run.status)
+            return None
+        submission = run.submission
+        if not submission_transition(
+            submission=submission, from_status=Status.QUEUED, to_status=Status.RUNNING
+        ):
+            # Cancelled or failed by the reaper while the message waited.
+            EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.QUEUED).update(
+                status=EvaluationRun.Status.CANCELLED, finished_at=timezone.now()
+            )
+            logger.info("run %s: submission is %s; run cancelled", run.pk, submission.status)
+            return None
+        now = timezone.now()
+        EvaluationRun.objects.filter(pk=run.pk).update(
+            status=EvaluationRun.Status.RUNNING,
+            started_at=now,
+            heartbeat_at=now,
+            worker=worker_identity(),
+        )
+    run.refresh_from_db()
+    return run
+
+
+class RunHeartbeat:
+    """Progress and liveness of one run, written from the loop that waits for the evaluator.
+
+    Progress is written when it changes, the heartbeat at most every
+    ``HEARTBEAT_INTERVAL_S``. A database outage is survived (the run goes on and the next
+    beat reconnects); a run that is no longer ours (declared lost) raises ``RunTakenOver``,
+    which stops the evaluator."""
+
+    def __init__(self, run: EvaluationRun) -> None:
+        self.run_id = run.pk
+        self.interval_s = settings.ATREX["HEARTBEAT_INTERVAL_S"]
+        self.last_beat = time.monotonic()
+
+    def __call__(self, event: dict) -> None:
+        fields: dict = {}
         if "shapes_total" in event:
             fields["shapes_total"] = int(event["shapes_total"])
         if "shapes_done" in event:
             fields["shapes_done"] = int(event["shapes_done"])
-        EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.RUNNING).update(
-            **fields
-        )
-
-    return record
+        if not fields and time.monotonic() - self.last_beat < self.interval_s:
+            return
+        fields["heartbeat_at"] = timezone.now()
+        try:
+            written = EvaluationRun.objects.filter(
+                pk=self.run_id, status=EvaluationRun.Status.RUNNING
+            ).update(**fields)
+        except _DB_DOWN as error:
+            logger.warning("run %s: heartbeat not written (%s); will retry", self.run_id, error)
+            _drop_connection()
+            return
+        self.last_beat = time.monotonic()
+        if not written:
+            raise RunTakenOver(f"Run {self.run_id} was declared lost and replaced.")
 
 
 def evaluation_run_execute(*, run_id: int) -> EvaluationRun | None:
-    """Run one queued evaluation to its end. Idempotent: a run that is not queued is left
-    alone, so a redelivered message does nothing (nor does one whose run is gone)."""
-    run = (
-        EvaluationRun.objects.select_related(
-            "submission", "submission__suite_version", "submission__hardware"
-        )
-        .filter(pk=run_id)
-        .first()
-    )
+    """Run one evaluation to its end. Idempotent: a message for a finished run, or for one
+    that a live worker holds, does nothing; one whose worker died starts a new attempt."""
+    run = _with_db_retry(lambda: _run_claim(run_id), what=f"claiming run {run_id}")
     if run is None:
-        logger.warning("run %s does not exist: message dropped", run_id)
         return None
-    now = timezone.now()
-    taken = EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.QUEUED).update(
-        status=EvaluationRun.Status.RUNNING,
-        started_at=now,
-        heartbeat_at=now,
-        worker=socket.gethostname(),
-    )
-    if not taken:
-        logger.info("run %s is %s, not queued: nothing to do", run.pk, run.status)
-        return run
-    run.refresh_from_db()
     submission = run.submission
-    submission_transition(
-        submission=submission, from_status=Status.QUEUED, to_status=Status.RUNNING
-    )
     job = evaluation.EvaluatorJob(
         bundle_path=submission.upload.path,
         suite_definition=submission.suite_version.definition,
@@ -279,12 +473,16 @@ def evaluation_run_execute(*, run_id: int) -> EvaluationRun | None:
         extra_args=_evaluator_options(),
     )
     try:
-        outcome = evaluation.run_evaluator(job, on_progress=_progress_recorder(run))
+        outcome = evaluation.run_evaluator(job, on_progress=RunHeartbeat(run))
+    except RunTakenOver:
+        logger.warning("run %s was replaced while this worker ran it: stopped", run.pk)
+        return run
     except PlatformError as error:
         logger.exception("evaluation of run %s failed on the platform side", run.pk)
-        _run_fail(run, error)
+        failure = error  # the except clause unbinds ``error`` when it ends
+        _with_db_retry(lambda: _run_fail(run, failure), what=f"failing run {run.pk}")
         return run
-    return _run_store_and_score(run, outcome)
+    return _with_db_retry(lambda: _run_store_and_score(run, outcome), what=f"storing run {run.pk}")
 
 
 def _evaluator_options() -> list[str]:
@@ -292,14 +490,17 @@ def _evaluator_options() -> list[str]:
     return ["--time-budget-s", str(budget)] if budget else []
 
 
+@transaction.atomic
 def _run_fail(run: EvaluationRun, error: AtrexError, log_tail: str = "") -> None:
-    EvaluationRun.objects.filter(pk=run.pk).update(
+    failed = EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.RUNNING).update(
         status=EvaluationRun.Status.FAILED,
         finished_at=timezone.now(),
         error_code=error.code,
         error_message=error.message,
         log_tail=log_tail,
     )
+    if not failed:
+        return  # replaced meanwhile: the new attempt owns the submission
     submission = run.submission
     submission.refresh_from_db()
     if submission.status in (Status.RUNNING, Status.SCORING):
@@ -362,7 +563,18 @@ def _store_results(run: EvaluationRun, results: dict, *, importance: dict[str, f
         )
 
 
+@transaction.atomic
 def _run_store_and_score(run: EvaluationRun, outcome: evaluation.EvaluatorOutcome) -> EvaluationRun:
+    """Store, score and publish in one transaction, only while the run is still ours: a
+    worker whose run was replaced meanwhile (or a retried commit) stores nothing twice."""
+    held = (
+        EvaluationRun.objects.select_for_update()
+        .filter(pk=run.pk, status=EvaluationRun.Status.RUNNING)
+        .exists()
+    )
+    if not held:
+        logger.warning("run %s is no longer running here: its results are not stored", run.pk)
+        return run
     results = outcome.results or {}
     submission = run.submission
     error = results.get("error")
@@ -371,6 +583,7 @@ def _run_store_and_score(run: EvaluationRun, outcome: evaluation.EvaluatorOutcom
         failure = BundleError(error.get("message", str(error)), code=error.get("code"))
         _run_fail(run, failure, log_tail=outcome.log_tail)
         return run
+    submission.refresh_from_db(fields=["status"])
     if not submission_transition(
         submission=submission, from_status=Status.RUNNING, to_status=Status.SCORING
     ):
@@ -378,6 +591,7 @@ def _run_store_and_score(run: EvaluationRun, outcome: evaluation.EvaluatorOutcom
     return evaluation_run_score_and_publish(run=run, results=results, log_tail=outcome.log_tail)
 
 
+@transaction.atomic
 def evaluation_run_score_and_publish(
     *, run: EvaluationRun, results: dict, log_tail: str = ""
 ) -> EvaluationRun:

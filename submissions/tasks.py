@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from . import services
+from . import reaper, services
 
 
 @shared_task(name=services.EVALUATE_TASK, acks_late=True, reject_on_worker_lost=True)
 def evaluate_run(run_id: int) -> None:
-    """Evaluate one queued run. The message carries only the id; the row is the truth."""
+    """Evaluate one run. The message carries only the id; the row is the truth, so a
+    redelivered or duplicate message does nothing to a finished or live run."""
     services.evaluation_run_execute(run_id=run_id)
+
+
+@shared_task(name="submissions.reap_runs", acks_late=False)
+def reap_runs() -> str:
+    """Re-queue runs whose worker died and re-send queued runs the broker lost (beat)."""
+    return str(reaper.runs_reap())

@@ -17,6 +17,7 @@ from leaderboard import selectors as board_selectors
 from . import selectors, services
 from .forms import BundleUploadForm
 from .models import OperatorResult, ShapeResult, Submission
+from .quotas import QuotaExceeded
 
 
 @login_required
@@ -24,20 +25,27 @@ def submission_new(request: HttpRequest) -> HttpResponse:
     form = BundleUploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        submission = services.submission_create(
-            owner=request.user,
-            upload=data["bundle"],
-            title=data["title"],
-            visibility=data["visibility"],
-            suite_version=data["suite_version"],
-            hardware=data["hardware"],
-            provenance=services.Provenance(
-                dsl=data["dsl"],
-                model_name=data["model_name"],
-                agent_name=data["agent_name"],
-                notes=data["notes"],
-            ),
-        )
+        try:
+            submission = services.submission_create(
+                owner=request.user,
+                upload=data["bundle"],
+                title=data["title"],
+                visibility=data["visibility"],
+                suite_version=data["suite_version"],
+                hardware=data["hardware"],
+                provenance=services.Provenance(
+                    dsl=data["dsl"],
+                    model_name=data["model_name"],
+                    agent_name=data["agent_name"],
+                    notes=data["notes"],
+                ),
+            )
+        except QuotaExceeded as error:
+            # Nothing is stored; the form says when the owner may submit again.
+            form.add_error(None, error.message)
+            response = render(request, "submissions/new.html", {"form": form}, status=429)
+            response["Retry-After"] = str(error.retry_after_s)
+            return response
         return redirect("submissions:detail", pk=submission.pk)
     form.fields["suite_version"].initial = board_selectors.suite_version_default()
     form.fields["hardware"].initial = board_selectors.hardware_default()

@@ -28,15 +28,16 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "leaderboard",
     "submissions",
+    "accounts",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "atrex_site.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -92,6 +93,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Django's backend, refusing every password check while a lockout is in force (accounts).
+AUTHENTICATION_BACKENDS = ["accounts.backends.LockoutModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "leaderboard:board"
 LOGOUT_REDIRECT_URL = "leaderboard:board"
@@ -144,6 +147,22 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_DEFAULT_QUEUE = "site"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# One evaluation per worker process at a time (one worker per GPU).
+CELERY_WORKER_CONCURRENCY = env.int("CELERY_WORKER_CONCURRENCY", default=1)
+# A broker outage must not kill a running evaluation: the database row, not the message,
+# says whether it finished (the reaper re-sends what the broker lost).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+_HEARTBEAT_S = env.float("ATREX_HEARTBEAT_INTERVAL_S", default=10.0)
+_REAPER_S = env.float("ATREX_REAPER_INTERVAL_S", default=30.0)
+# The reaper (submissions.reaper) runs on the site queue; `celery beat` (or `worker -B`)
+# sends it. A tick that nobody took before the next one is dropped, not piled up.
+CELERY_BEAT_SCHEDULE = {
+    "reap-runs": {
+        "task": "submissions.reap_runs",
+        "schedule": _REAPER_S,
+        "options": {"queue": "site", "expires": _REAPER_S},
+    }
+}
 
 # --- The portal ---------------------------------------------------------------------------
 ATREX = {
@@ -163,14 +182,56 @@ ATREX = {
     "TIME_BUDGET_S": env.float("ATREX_TIME_BUDGET_S", default=None),
     # Which device this worker evaluates on ("cpu" or "cuda").
     "WORKER_DEVICE": env.str("ATREX_WORKER_DEVICE", default="cpu"),
+    # Failed log-ins (page or HTTP Basic) that lock further attempts out for a while.
+    "LOGIN_LOCKOUT": {
+        "FAILURES_PER_USERNAME": env.int("ATREX_LOGIN_FAILURES_PER_USERNAME", default=5),
+        "FAILURES_PER_IP": env.int("ATREX_LOGIN_FAILURES_PER_IP", default=20),
+        "WINDOW_S": env.int("ATREX_LOGIN_LOCKOUT_WINDOW_S", default=15 * 60),
+    },
+    # The request header that holds the client's address when a proxy is in front of the
+    # site (e.g. HTTP_X_REAL_IP); empty: REMOTE_ADDR.
+    "CLIENT_IP_HEADER": env.str("ATREX_CLIENT_IP_HEADER", default=""),
+    # Reliability (submissions.reaper): a worker writes its run's heartbeat this often; a
+    # run whose heartbeat is older than HEARTBEAT_STALE_S lost its worker and is re-queued.
+    "HEARTBEAT_INTERVAL_S": _HEARTBEAT_S,
+    "HEARTBEAT_STALE_S": env.float("ATREX_HEARTBEAT_STALE_S", default=3 * _HEARTBEAT_S),
+    # A queued run that no worker took this long after its message was sent (and that is
+    # not waiting behind an older running one) is sent again: the broker may have lost it.
+    "QUEUED_GRACE_S": env.float("ATREX_QUEUED_GRACE_S", default=600.0),
+    # Evaluation attempts (and sends of one run's message) before the submission fails
+    # with a platform error, which does not count against its owner's quota.
+    "MAX_ATTEMPTS": env.int("ATREX_MAX_ATTEMPTS", default=3),
+    "REAPER_INTERVAL_S": _REAPER_S,
+    # How long a worker keeps retrying the database (restart, failover) before giving up.
+    "DB_RETRY_S": env.float("ATREX_DB_RETRY_S", default=300.0),
+    # Per-user limits on new submissions (0: no limit). Staff are exempt; submissions that
+    # failed on the platform's side are not counted.
+    "QUOTA_PER_HOUR": env.int("ATREX_QUOTA_PER_HOUR", default=10),
+    "QUOTA_PER_DAY": env.int("ATREX_QUOTA_PER_DAY", default=30),
+    "QUOTA_ACTIVE": env.int("ATREX_QUOTA_ACTIVE", default=5),
 }
+
+# Counters of the API's rate limits. One process: memory; several (production): set
+# DJANGO_CACHE_URL=redis://127.0.0.1:6379/1 so that every process counts together.
+CACHES = {"default": env.cache_url("DJANGO_CACHE_URL", default="locmemcache://")}
 
 REST_FRAMEWORK = {
     # Token first: an unauthenticated API call answers 401 with "WWW-Authenticate: Token".
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "atrex_site.api.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
+    # Requests per client address (anonymous) or per user; 429 with Retry-After beyond.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "atrex_site.api.throttling.AnonThrottle",
+        "atrex_site.api.throttling.UserThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env.str("ATREX_API_RATE_ANON", default="120/min"),
+        "user": env.str("ATREX_API_RATE_USER", default="600/min"),
+    },
+    # Proxies in front of the site whose X-Forwarded-For entries are trusted.
+    "NUM_PROXIES": env.int("ATREX_NUM_PROXIES", default=None),
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     "DEFAULT_PAGINATION_CLASS": "atrex_site.api.pagination.StandardPagination",
     "PAGE_SIZE": 50,

@@ -71,6 +71,9 @@ TEST_BROKER_URL = (
 MEDIA_ROOT = VAR_DIR / f"test-media{_SUFFIX}"
 # Short timing budgets: the tests check the flow and the statuses, not the figures.
 ATREX = {**ATREX, "RUNS_DIR": VAR_DIR / f"test-runs{_SUFFIX}", "TIME_BUDGET_S": 0.2}  # noqa: F405
+# Per-user submission limits are off in tests, except where a test turns them on
+# (tests/submissions/test_quotas.py): other tests upload many bundles as one user.
+ATREX.update(QUOTA_PER_HOUR=0, QUOTA_PER_DAY=0, QUOTA_ACTIVE=0)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
@@ -87,5 +90,11 @@ if TEST_BROKER_URL.startswith("filesystem://"):
     }
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# The API's rate limits stay out of the tests' way; tests/api/test_throttling.py sets low
+# ones where it checks them.
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,  # noqa: F405
+    "DEFAULT_THROTTLE_RATES": {"anon": "100000/min", "user": "100000/min"},
+}
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
