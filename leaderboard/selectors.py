@@ -13,6 +13,8 @@ from django.db.models import F, FloatField, Max, QuerySet, Window
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, RowNumber
 
+from submissions.querysets import board_q
+
 from .models import HardwareProfile, Score, SuiteOperator, SuiteVersion
 
 
@@ -104,18 +106,14 @@ def leaderboard_rows(
 ) -> QuerySet[Score]:
     """Published, public scores for one (suite version, hardware), best first.
 
-    Hidden and hacked submissions never appear. ``sort`` (a ``SORT_FIELDS`` key or
+    Private, hidden and hacked submissions never appear, whoever asks (the rule is
+    ``submissions.querysets.board_q``). ``sort`` (a ``SORT_FIELDS`` key or
     ``op:<slug>``, ``-`` for descending; unknown keys fall back to ``-aggregate``) and
     ``filters`` are optional; without them this is the ranking order. Baselines are
     included (``submission.is_baseline``); pages show them apart and unranked.
     """
     rows = Score.objects.filter(
-        suite_version=suite,
-        hardware=hardware,
-        submission__visibility="public",
-        submission__status="published",
-        submission__hidden=False,
-        submission__hacked=False,
+        board_q(prefix="submission__"), suite_version=suite, hardware=hardware
     )
     if filters is not None:
         if filters.kind:

@@ -2,28 +2,22 @@
 
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
+from . import querysets
 from .models import EvaluationRun, Submission
 
 
 def submissions_visible_to(*, user) -> QuerySet[Submission]:
-    """Public submissions, plus the user's own; staff see everything.
-
-    A submission an admin hid is seen by its owner and staff only.
+    """Public submissions, plus the user's own; staff see everything (the rule is
+    ``querysets.visible_q``). A submission an admin hid is seen by its owner and staff only.
     """
-    queryset = Submission.objects.select_related("owner", "suite_version", "hardware")
-    if user.is_authenticated and user.is_staff:
-        return queryset
-    public = Q(visibility=Submission.Visibility.PUBLIC, hidden=False)
-    if user.is_authenticated:
-        return queryset.filter(public | Q(owner=user))
-    return queryset.filter(public)
+    return Submission.objects.visible_to(user).select_related("owner", "suite_version", "hardware")
 
 
 def submission_can_see_files(*, submission: Submission, user) -> bool:
     """The upload itself and the logs: owner and staff only."""
-    return user.is_authenticated and (user.is_staff or submission.owner_id == user.pk)
+    return querysets.can_see_files(user=user, submission=submission)
 
 
 def submission_latest_run(*, submission: Submission) -> EvaluationRun | None:

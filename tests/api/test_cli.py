@@ -11,8 +11,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
 
+from accounts.services import api_token_create
 from atrex_cli.client import Client
 from atrex_cli.main import main, progress_line, wait_until_final
 from submissions.models import Submission
@@ -37,7 +37,7 @@ def _bundle(tmp_path: Path, files: dict[str, str]) -> Path:
 def cli(live_server, user, monkeypatch, tmp_path):
     """``cli("board")`` -> (exit code, output), as ``user`` with a token."""
     monkeypatch.setenv("ATREX_URL", live_server.url)
-    monkeypatch.setenv("ATREX_TOKEN", Token.objects.create(user=user).key)
+    monkeypatch.setenv("ATREX_TOKEN", api_token_create(user=user).secret)
     monkeypatch.setenv("HOME", str(tmp_path))
 
     def run(*argv: str) -> tuple[int, str]:

@@ -7,8 +7,8 @@ import zipfile
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from rest_framework.authtoken.models import Token
 
+from accounts.services import api_token_create
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -74,7 +74,7 @@ def test_submission_list_is_paginated(api, publish, schema_check):
 
 
 def test_upload_answers_201_queued_then_progress_polls(api, catalogue, user, schema_check):
-    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    api.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=user).secret}")
     module = (
         "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
     )
@@ -91,7 +91,7 @@ def test_upload_answers_201_queued_then_progress_polls(api, catalogue, user, sch
 
 
 def test_rejected_upload_answers_422_with_detail_and_code(api, catalogue, user, schema_check):
-    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    api.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=user).secret}")
     response = api.post(
         "/api/submissions/", {"bundle": _zip({"rms_norm.py": "def broken(:\n"})}, format="multipart"
     )

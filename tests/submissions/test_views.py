@@ -8,8 +8,8 @@ import zipfile
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
+from accounts.services import api_token_create
 from submissions import services
 from submissions.models import Submission
 from tests.factories import UserFactory
@@ -82,11 +82,11 @@ def test_private_submission_is_invisible_to_others(client, catalogue, user):
 
 
 def test_api_rejects_a_bad_bundle_with_the_reason_and_keeps_it(client, catalogue, user):
-    token = Token.objects.create(user=user)
+    token = api_token_create(user=user).secret
     response = client.post(
         reverse("api:submissions"),
         {"bundle": SimpleUploadedFile("notes.txt", b"just some text")},
-        HTTP_AUTHORIZATION=f"Token {token.key}",
+        HTTP_AUTHORIZATION=f"Token {token}",
     )
     assert response.status_code == 422
     body = response.json()
@@ -96,7 +96,7 @@ def test_api_rejects_a_bad_bundle_with_the_reason_and_keeps_it(client, catalogue
 
 
 def test_api_accepts_a_bundle_and_reports_it_queued(client, catalogue, user):
-    token = Token.objects.create(user=user)
+    token = api_token_create(user=user).secret
     response = client.post(
         reverse("api:submissions"),
         {
@@ -105,7 +105,7 @@ def test_api_accepts_a_bundle_and_reports_it_queued(client, catalogue, user):
             "suite": "atrex-bench-v0.1",
             "hardware": "cpu-dev",
         },
-        HTTP_AUTHORIZATION=f"Token {token.key}",
+        HTTP_AUTHORIZATION=f"Token {token}",
     )
     assert response.status_code == 201, response.content
     body = response.json()
