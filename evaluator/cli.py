@@ -72,6 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--operator-hint", default=None, help="the operator a lone generated_kernel.py implements"
     )
+    run.add_argument(
+        "--visibility",
+        default="all",
+        choices=("all", "public"),
+        help="'public' measures only the suite's public shapes (an agent's rounds); "
+        "default: all shapes, hidden ones included",
+    )
     validate = commands.add_parser(
         "validate-suite",
         help="check a (draft) suite file against the built-in operators",
@@ -218,6 +225,17 @@ def _print_table(results: dict[str, Any]) -> None:
         )
 
 
+def _suite_for(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The suite to run (a name or path as given, or the loaded suite reduced to its public
+    shapes for ``--visibility public``) and its operator sources (None: read from the file)."""
+    if args.visibility != "public":
+        return args.suite, None
+    from evaluator.upstream import load_suite_with_sources
+
+    suite, sources = load_suite_with_sources(args.suite)
+    return suite.public_only(), sources
+
+
 def command_run(args: argparse.Namespace) -> int:
     """Evaluate a bundle, write results.json, print a short table; return the exit code."""
     from evaluator.runner import run_bundle
@@ -228,9 +246,10 @@ def command_run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     log_dir = Path(args.log_dir) if args.log_dir else out.with_name(out.name + ".logs")
     try:
+        suite, sources = _suite_for(args)
         results = run_bundle(
             bundle_path=args.bundle,
-            suite=args.suite,
+            suite=suite,
             hardware=args.hardware,
             device=args.device,
             operators=operators,
@@ -240,6 +259,7 @@ def command_run(args: argparse.Namespace) -> int:
             time_budget_s=args.time_budget_s,
             log_dir=log_dir,
             operator_hint=args.operator_hint,
+            operator_sources=sources,
         )
     except AtrexError as exc:
         write_results(out, _error_document(args, exc.to_dict()))

@@ -285,6 +285,18 @@ class Suite:
             shapes=tuple(shape for shape in self.shapes if shape.operator in wanted),
         )
 
+    def public_only(self) -> Suite:
+        """The suite without its hidden shapes: what an agent may be shown and measured on.
+
+        Operators and importance are unchanged; an operator whose shapes are all hidden
+        keeps no shapes. The content hash differs from this suite's (different content).
+        """
+        return replace(
+            self,
+            description=f"{self.description} Public shapes only.",
+            shapes=tuple(shape for shape in self.shapes if shape.visibility == "public"),
+        )
+
     def validate(self) -> None:
         """Check the suite's invariants; UserError saying which operator or shape is wrong.
 
