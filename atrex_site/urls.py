@@ -13,5 +13,6 @@ urlpatterns = [
     path("accounts/", include("accounts.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include((api_patterns, "api"))),
+    path("staff/fleet/", include("fleet.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "leaderboard",
     "submissions",
+    "fleet",
     "accounts",
 ]
 
@@ -145,6 +146,11 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+# Routing, one rule: an evaluation goes to the queue of the hardware profile it targets,
+# "eval.<profile slug>" (leaderboard.models.HardwareProfile.queue; sent by id with
+# send_task(queue=...)), consumed only by that hardware's GPU workers, one worker process
+# per GPU; every other task is site work (imports, scoring, exports, the reaper, the fleet
+# registry's sweeps) and goes to the default queue "site", consumed by CPU workers.
 CELERY_TASK_DEFAULT_QUEUE = "site"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # One evaluation per worker process at a time (one worker per GPU).
@@ -182,6 +188,11 @@ ATREX = {
     "TIME_BUDGET_S": env.float("ATREX_TIME_BUDGET_S", default=None),
     # Which device this worker evaluates on ("cpu" or "cuda").
     "WORKER_DEVICE": env.str("ATREX_WORKER_DEVICE", default="cpu"),
+    # The worker registry (fleet): a worker writes its heartbeat this often, counts as lost
+    # after FLEET_LOST_AFTER_S without one, and measures its device's ceilings at start.
+    "FLEET_HEARTBEAT_S": env.float("ATREX_FLEET_HEARTBEAT_S", default=30.0),
+    "FLEET_LOST_AFTER_S": env.float("ATREX_FLEET_LOST_AFTER_S", default=120.0),
+    "FLEET_MEASURE_CEILINGS": env.bool("ATREX_FLEET_MEASURE_CEILINGS", default=True),
     # Failed log-ins (page or HTTP Basic) that lock further attempts out for a while.
     "LOGIN_LOCKOUT": {
         "FAILURES_PER_USERNAME": env.int("ATREX_LOGIN_FAILURES_PER_USERNAME", default=5),
