@@ -8,6 +8,7 @@ from .api.urls import urlpatterns as api_patterns
 urlpatterns = [
     path("", include("leaderboard.urls")),
     path("submissions/", include("submissions.urls")),
+    path("agents/", include("agents.urls")),
     path("accounts/signup/", accounts_views.signup, name="signup"),
     path("accounts/login/", accounts_views.LockoutLoginView.as_view(), name="login"),
     path("accounts/", include("accounts.urls")),

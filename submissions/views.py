@@ -11,6 +11,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonRe
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
+from agents import selectors as agent_selectors
 from leaderboard import charts
 from leaderboard import selectors as board_selectors
 
@@ -142,6 +143,12 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "roofline_skipped": roofline_skipped,
         "comparison_chart": _comparison_chart(submission, operator_results),
     }
+    # An agent submission's campaign: provenance, rounds and the per-round chart.
+    context.update(
+        agent_selectors.campaign_section(
+            submission=submission, can_see_sources=context["can_see_files"]
+        )
+    )
     return render(request, "submissions/detail.html", context)
 
 

@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "submissions",
     "fleet",
     "accounts",
+    "agents",
 ]
 
 MIDDLEWARE = [
@@ -188,6 +189,17 @@ ATREX = {
     "TIME_BUDGET_S": env.float("ATREX_TIME_BUDGET_S", default=None),
     # Which device this worker evaluates on ("cpu" or "cuda").
     "WORKER_DEVICE": env.str("ATREX_WORKER_DEVICE", default="cpu"),
+    # Agent endpoints: ports the portal calls on public addresses (any port in an
+    # admin-allowed network), private networks allowed besides the admin's list, retries of
+    # a timed-out or 5xx call and the first back-off, and the key that encrypts the shared
+    # secrets (default: derived from SECRET_KEY).
+    "AGENT_ALLOWED_PORTS": env.list(
+        "ATREX_AGENT_ALLOWED_PORTS", cast=int, default=[80, 443, 8080, 8443]
+    ),
+    "AGENT_ALLOWED_NETWORKS": env.list("ATREX_AGENT_ALLOWED_NETWORKS", default=[]),
+    "AGENT_RETRIES": env.int("ATREX_AGENT_RETRIES", default=2),
+    "AGENT_BACKOFF_S": env.float("ATREX_AGENT_BACKOFF_S", default=1.0),
+    "AGENT_SECRET_KEY": env.str("ATREX_AGENT_SECRET_KEY", default=""),
     # The worker registry (fleet): a worker writes its heartbeat this often, counts as lost
     # after FLEET_LOST_AFTER_S without one, and measures its device's ceilings at start.
     "FLEET_HEARTBEAT_S": env.float("ATREX_FLEET_HEARTBEAT_S", default=30.0),

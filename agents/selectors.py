@@ -1,0 +1,49 @@
+"""Reads for endpoints and campaigns (the submission page's campaign section, the board's
+provenance line)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from . import charts
+from .models import AgentEndpoint, Campaign
+
+
+def endpoints_of(*, user) -> QuerySet[AgentEndpoint]:
+    return AgentEndpoint.objects.filter(owner=user)
+
+
+def campaign_section(*, submission, can_see_sources: bool) -> dict[str, Any]:
+    """The submission page's campaign context: rounds per operator and the chart
+    (empty for a bundle). Sources are shown to the owner and staff only."""
+    campaign = (
+        Campaign.objects.select_related("endpoint").filter(submission_id=submission.pk).first()
+    )
+    if campaign is None:
+        return {}
+    rounds = list(campaign.rounds.all())
+    operators: dict[str, list[Any]] = {}
+    for row in rounds:
+        operators.setdefault(row.operator, []).append(row)
+    return {
+        "campaign": campaign,
+        "campaign_operators": operators,
+        "campaign_chart": charts.rounds_figure(rounds=rounds),
+        "campaign_sources_visible": can_see_sources,
+    }
+
+
+def board_provenance(*, submission_ids: list[int]) -> dict[int, Campaign]:
+    """Campaign figures for the agent rows of one board page, in one query."""
+    campaigns = Campaign.objects.filter(submission_id__in=submission_ids).only(
+        "submission_id",
+        "rounds_used",
+        "wall_s",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "status",
+    )
+    return {campaign.submission_id: campaign for campaign in campaigns}
