@@ -9,17 +9,25 @@ operator it is for (``operator_hint``).
 
 The web side calls :func:`inspect_bundle` on uploads; the worker calls
 :func:`extract_bundle`, which checks every entry again while it writes.
+
+What a bundle may hold: regular files and folders only (no links, hard links, devices or
+sparse files), relative paths without ``..``, at most ``max_entries`` entries, source and
+text files only (:data:`ALLOWED_SUFFIXES`), all UTF-8, and at most ``max_total_bytes``
+once unpacked, counted on the bytes actually decompressed (a zip or tar.gz bomb is
+stopped there, whatever its headers say).
 """
 
 from __future__ import annotations
 
 import ast
+import codecs
 import io
 import os
 import stat
 import tarfile
 import tomllib
 import zipfile
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -30,7 +38,9 @@ from evaluator.errors import BundleError
 MiB = 1024 * 1024
 DEFAULT_MAX_BYTES = 20 * MiB
 DEFAULT_MAX_ENTRIES = 200
-DEFAULT_MAX_TOTAL_BYTES = 200 * MiB
+DEFAULT_MAX_TOTAL_BYTES = 64 * MiB
+ALLOWED_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".h", ".toml", ".json", ".md", ".txt")
+"""The file types a bundle may hold: kernel sources, their headers, metadata and notes."""
 MAX_SOURCE_BYTES = 4 * MiB
 """Largest Python file read for the syntax check."""
 
@@ -80,13 +90,14 @@ class _Entry:
     name: str  # safe relative posix path, as in the archive
     size: int
     read: Any  # () -> bytes, bounded by MAX_SOURCE_BYTES; only called for small files
+    open: Any = None  # () -> binary reader of the whole content (streamed checks)
 
 
 def safe_relative_path(name: str) -> str:
     """``name`` as a safe relative posix path, or raise ``bundle:unsafe-entry``."""
     unsafe = (
         not name
-        or "\x00" in name
+        or any(ord(char) < 32 or ord(char) == 127 for char in name)
         or "\\" in name
         or name.startswith("/")
         or (len(name) > 1 and name[1] == ":")
@@ -96,7 +107,8 @@ def safe_relative_path(name: str) -> str:
         raise _error(
             "unsafe-entry",
             f"The bundle entry {name!r} has an unsafe path (absolute, with '..', a "
-            "backslash or a drive letter). Use plain relative paths such as 'rms_norm.py'.",
+            "backslash, a drive letter or a control character). Use plain relative paths "
+            "such as 'rms_norm.py'.",
         )
     return "/".join(parts)
 
@@ -116,7 +128,7 @@ def _check_counts(count: int, total: int, *, max_entries: int, max_total_bytes: 
     if total > max_total_bytes:
         raise _error(
             "too-large",
-            f"The bundle unpacks to more than {max_total_bytes // MiB} MiB; remove large "
+            f"The bundle unpacks to more than {max_total_bytes / MiB:g} MiB; remove large "
             "files (data, binaries, caches).",
         )
 
@@ -143,17 +155,32 @@ def _zip_entries(data: bytes, *, max_entries: int, max_total_bytes: int) -> list
         _check_counts(count, total, max_entries=max_entries, max_total_bytes=max_total_bytes)
         if info.is_dir():
             continue
+        if info.flag_bits & 0x1:
+            raise _error(
+                "not-an-archive",
+                f"The bundle entry {info.filename!r} is encrypted; upload an archive without "
+                "a password.",
+            )
 
         def read(info: zipfile.ZipInfo = info) -> bytes:
             with archive.open(info) as handle:
                 return handle.read(MAX_SOURCE_BYTES + 1)
 
-        entries.append(_Entry(name=name, size=info.file_size, read=read))
+        def open_entry(info: zipfile.ZipInfo = info) -> IO[bytes]:
+            return archive.open(info)
+
+        entries.append(_Entry(name=name, size=info.file_size, read=read, open=open_entry))
     return entries
 
 
 def _check_tar_member(member: tarfile.TarInfo) -> str:
     name = safe_relative_path(member.name)
+    if member.issparse():
+        raise _error(
+            "unsafe-entry",
+            f"The bundle entry {member.name!r} is a sparse file; bundles may hold only "
+            "regular files and folders.",
+        )
     if not (member.isfile() or member.isdir()):
         kind = "link" if (member.issym() or member.islnk()) else "device or special file"
         raise _error(
@@ -180,7 +207,10 @@ def _tar_entries(data: bytes, *, max_entries: int, max_total_bytes: int) -> list
                 handle = archive.extractfile(member)
                 return handle.read(MAX_SOURCE_BYTES + 1) if handle else b""
 
-            entries.append(_Entry(name=name, size=member.size, read=read))
+            def open_entry(member: tarfile.TarInfo = member) -> IO[bytes]:
+                return archive.extractfile(member) or io.BytesIO()
+
+            entries.append(_Entry(name=name, size=member.size, read=read, open=open_entry))
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise _error("not-an-archive", f"The tar archive cannot be read: {exc}.") from None
     return entries
@@ -221,7 +251,10 @@ def _directory_entries(root: Path, *, max_entries: int, max_total_bytes: int) ->
                 with open(full, "rb") as handle:
                     return handle.read(MAX_SOURCE_BYTES + 1)
 
-            entries.append(_Entry(name=relative, size=info.st_size, read=read))
+            def open_entry(full: Path = full) -> IO[bytes]:
+                return open(full, "rb")
+
+            entries.append(_Entry(name=relative, size=info.st_size, read=read, open=open_entry))
         dirnames[:] = [d for d in dirnames if d not in _JUNK_PARTS]
     return entries
 
@@ -354,6 +387,76 @@ def _check_operator_file(slug: str, name: str, source: bytes) -> None:
         )
 
 
+def _check_file_type(name: str) -> None:
+    suffix = PurePosixPath(name).suffix.lower()
+    if suffix not in ALLOWED_SUFFIXES:
+        raise _error(
+            "file-type",
+            f"The bundle entry {name!r} is not an allowed file type "
+            f"({suffix or 'no extension'}). Bundles hold kernel sources and text only: "
+            f"{', '.join(ALLOWED_SUFFIXES)}. Remove binaries, build outputs and data files.",
+        )
+
+
+def _check_contents(entries: list[_Entry], *, max_total_bytes: int) -> None:
+    """Every entry once: unique, an allowed type, UTF-8 text; the bytes actually unpacked
+    are counted against ``max_total_bytes`` as they are decompressed (streamed)."""
+    seen: set[str] = set()
+    budget = _Budget(max_total_bytes)
+    for entry in entries:
+        if entry.name in seen:
+            raise _error(
+                "unsafe-entry",
+                f"The bundle entry {entry.name!r} appears twice; each path may appear once.",
+            )
+        seen.add(entry.name)
+        _check_file_type(entry.name)
+        if entry.open is None:
+            source = entry.read()
+            budget.spend(len(source))
+            _check_utf8(entry.name, [source])
+            continue
+        # Sources read again later (syntax check, metadata) are kept from this one pass:
+        # a tar.gz cannot seek back without decompressing again from its start.
+        kept: list[bytes] | None = [] if entry.name.endswith((".py", ".toml")) else None
+        try:
+            with entry.open() as reader:
+                _check_utf8(entry.name, _keeping(budget.chunks(reader), kept))
+        except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+            raise _error(
+                "not-an-archive", f"The bundle entry {entry.name!r} cannot be read: {exc}."
+            ) from None
+        if kept is not None:
+            content = b"".join(kept)
+            entry.read = lambda content=content: content
+
+
+def _keeping(chunks: Iterable[bytes], kept: list[bytes] | None) -> Iterator[bytes]:
+    """The chunks, the first MAX_SOURCE_BYTES + 1 bytes of them also kept in ``kept``."""
+    size = 0
+    for chunk in chunks:
+        if kept is not None and size <= MAX_SOURCE_BYTES:
+            kept.append(chunk[: MAX_SOURCE_BYTES + 1 - size])
+            size += len(kept[-1])
+        yield chunk
+
+
+def _check_utf8(name: str, chunks: Iterable[bytes]) -> None:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    try:
+        for chunk in chunks:
+            decoder.decode(chunk)
+            offset += len(chunk)
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError as exc:
+        raise _error(
+            "encoding",
+            f"The bundle entry {name!r} is not UTF-8 text (invalid byte near offset "
+            f"{max(offset + exc.start, 0)}). Save sources as UTF-8.",
+        ) from None
+
+
 def _check_entries(
     entries: list[_Entry],
     *,
@@ -361,8 +464,10 @@ def _check_entries(
     known: frozenset[str],
     operator_hint: str | None,
     strict: bool = True,
+    max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
 ) -> BundleManifest:
     entries = [entry for entry in entries if not _is_junk(entry.name)]
+    _check_contents(entries, max_total_bytes=max_total_bytes)
     root = _common_root([entry.name for entry in entries], known)
     by_name = {entry.name[len(root) + 1 :] if root else entry.name: entry for entry in entries}
     files = sorted(by_name)
@@ -474,7 +579,12 @@ def inspect_bundle(
     if isinstance(loaded, Path):
         entries = _directory_entries(loaded, **limits)
         return _check_entries(
-            entries, kind="directory", known=known, operator_hint=operator_hint, strict=strict
+            entries,
+            kind="directory",
+            known=known,
+            operator_hint=operator_hint,
+            strict=strict,
+            max_total_bytes=max_total_bytes,
         )
     if not loaded:
         raise _error("empty", "The upload is empty (0 bytes). Upload a .zip, .tar.gz or .py.")
@@ -486,7 +596,12 @@ def inspect_bundle(
     else:
         entries = [_single_file_entry(loaded, filename or default_name)]
     return _check_entries(
-        entries, kind=kind, known=known, operator_hint=operator_hint, strict=strict
+        entries,
+        kind=kind,
+        known=known,
+        operator_hint=operator_hint,
+        strict=strict,
+        max_total_bytes=max_total_bytes,
     )
 
 
@@ -507,23 +622,33 @@ def _single_file_entry(data: bytes, filename: str) -> _Entry:
 
 
 class _Budget:
-    """Counts bytes actually written, so a lying archive header cannot bypass the cap."""
+    """Counts bytes actually unpacked, so a lying archive header cannot bypass the cap."""
 
     def __init__(self, max_total_bytes: int) -> None:
         self.left = max_total_bytes
         self.max_total_bytes = max_total_bytes
 
+    def spend(self, size: int) -> None:
+        """Count ``size`` more bytes; ``bundle:too-large`` past the cap."""
+        self.left -= size
+        if self.left < 0:
+            raise _error(
+                "too-large",
+                f"The bundle unpacks to more than {self.max_total_bytes / MiB:g} MiB; remove "
+                "large files (data, binaries, caches).",
+            )
+
+    def chunks(self, reader: IO[bytes]) -> Iterator[bytes]:
+        """The reader's content in chunks, counted."""
+        while chunk := reader.read(_CHUNK):
+            self.spend(len(chunk))
+            yield chunk
+
     def copy(self, reader: IO[bytes], target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         with os.fdopen(os.open(target, flags, 0o644), "wb") as out:
-            while chunk := reader.read(_CHUNK):
-                self.left -= len(chunk)
-                if self.left < 0:
-                    raise _error(
-                        "too-large",
-                        f"The bundle unpacks to more than {self.max_total_bytes // MiB} MiB.",
-                    )
+            for chunk in self.chunks(reader):
                 out.write(chunk)
 
 

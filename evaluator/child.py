@@ -549,12 +549,31 @@ def run_job(job: dict[str, Any], result_fd: int) -> int:
     return 0
 
 
+def _not_dumpable() -> None:
+    """Keep other processes of the sandbox user (another worker's child) from attaching
+    to this one or reading its memory (/proc/<pid>/mem): the job holds the key and seed."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(
+            ctypes.c_int(4),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+        )  # PR_SET_DUMPABLE 0
+    except (OSError, AttributeError):  # not Linux: nothing to do
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m evaluator.child``."""
     parser = argparse.ArgumentParser(prog="evaluator.child")
     parser.add_argument("--job-fd", type=int, required=True)
     parser.add_argument("--result-fd", type=int, required=True)
     args = parser.parse_args(argv)
+    _not_dumpable()
     job = read_job(args.job_fd)
     # Keep the result pipe off the candidate's obvious path: a copy at a high number,
     # close-on-exec, the original closed (the candidate runs in this process, so this

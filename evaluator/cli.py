@@ -79,6 +79,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="'public' measures only the suite's public shapes (an agent's rounds); "
         "default: all shapes, hidden ones included",
     )
+    run.add_argument(
+        "--sandbox",
+        default=None,
+        choices=("required", "best-effort"),
+        help="'required': a sandbox protection this machine cannot give is a platform error; "
+        "default: $ATREX_SANDBOX, else best-effort (missing protections are reported)",
+    )
+    run.add_argument(
+        "--hide",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a file or folder the candidate must not see (repeatable; e.g. the site's media "
+        "folder, database folder, settings)",
+    )
     validate = commands.add_parser(
         "validate-suite",
         help="check a (draft) suite file against the built-in operators",
@@ -239,6 +254,7 @@ def _suite_for(args: argparse.Namespace) -> tuple[Any, Any]:
 def command_run(args: argparse.Namespace) -> int:
     """Evaluate a bundle, write results.json, print a short table; return the exit code."""
     from evaluator.runner import run_bundle
+    from evaluator.sandbox import SandboxPolicy
 
     operators = (
         [s.strip() for s in args.operators.split(",") if s.strip()] if args.operators else None
@@ -247,6 +263,7 @@ def command_run(args: argparse.Namespace) -> int:
     log_dir = Path(args.log_dir) if args.log_dir else out.with_name(out.name + ".logs")
     try:
         suite, sources = _suite_for(args)
+        policy = SandboxPolicy.from_environment(mode=args.sandbox, hidden_paths=args.hide)
         results = run_bundle(
             bundle_path=args.bundle,
             suite=suite,
@@ -260,6 +277,7 @@ def command_run(args: argparse.Namespace) -> int:
             log_dir=log_dir,
             operator_hint=args.operator_hint,
             operator_sources=sources,
+            sandbox_policy=policy,
         )
     except AtrexError as exc:
         write_results(out, _error_document(args, exc.to_dict()))

@@ -1,10 +1,12 @@
 """Evaluate a bundle: one fresh child process per operator, scores, results.json.
 
 The runner process itself imports neither torch nor the candidate's code. For each
-operator it starts ``python -m evaluator.child`` with two pipes it created (the job in,
-per-shape records out; see ``evaluator.child``), sends the child's stdout and stderr to
-a log file, enforces a wall-time limit between records, and turns the records into
-the shape entries of results.json as they arrive (so progress is live).
+operator it starts ``python -m evaluator.child`` inside the OS sandbox
+(``evaluator.sandbox``: no network, hidden site files, an unprivileged user, limits)
+with two pipes it created (the job in, per-shape records out; see ``evaluator.child``),
+sends the child's stdout and stderr to a log file, enforces a wall-time limit between
+records and a memory limit, and turns the records into the shape entries of
+results.json as they arrive (so progress is live).
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import evaluator
 from evaluator.bundle import BundleManifest, extract_bundle
 from evaluator.child import FrameReader, write_frame
 from evaluator.environment import collect_environment, gpu_clocks
 from evaluator.errors import BundleError
 from evaluator.hardware import HardwareProfile, get_profile
 from evaluator.results import operator_entry, results_document, shape_entry
+from evaluator.sandbox import Sandbox, SandboxPolicy, kill_tree, tree_rss_bytes
 from evaluator.scoring import operator_score, summarize
 from evaluator.suite import ShapeSpec, Suite, load_suite
 from evaluator.upstream import load_suite_with_sources
@@ -43,6 +45,7 @@ DEFAULT_SHAPE_TIMEOUT_S = 300.0
 CATALOGUE_SUITE = "atrex-bench-v1"
 """Every operator name the portal knows, for telling a typo from another suite's operator."""
 _READ_CHUNK = 1 << 16
+MEMORY_CHECK_INTERVAL_S = 0.5
 FORGED_RECORD_ERROR = (
     "tampering: something other than the harness wrote to the result pipe (a forged or "
     "corrupted record: {detail}); every shape of this operator fails"
@@ -99,40 +102,45 @@ def known_operator_names(suite: Suite) -> set[str]:
     return names
 
 
-def child_environment(device: str) -> dict[str, str]:
-    """Environment of a child: the evaluator importable, the interpreter on for CPU."""
-    env = dict(os.environ)
-    package_root = str(Path(evaluator.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"
-    else:
-        env.pop("TRITON_INTERPRET", None)
-    return env
-
-
-def _kill(process: subprocess.Popen[bytes]) -> None:
+def _kill(process: subprocess.Popen[bytes], uid: int | None = None) -> None:
     """Stop the child and anything it started (it leads its own session)."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_tree(process.pid, uid)
     try:
         process.wait(timeout=30)
     except subprocess.TimeoutExpired:
         process.kill()
 
 
-def _exit_description(returncode: int | None) -> str:
+_SIGNAL_REASONS = {
+    "SIGXCPU": "was stopped at its CPU time limit ({cpu} s of CPU time)",
+    "SIGXFSZ": "was stopped for writing a file larger than the limit ({file_mib} MiB)",
+    "SIGSEGV": "crashed with a segmentation fault (SIGSEGV: invalid memory access)",
+    "SIGBUS": "crashed with a bus error (SIGBUS: invalid memory access)",
+    "SIGILL": "crashed on an illegal instruction (SIGILL)",
+    "SIGFPE": "crashed on an arithmetic fault (SIGFPE)",
+    "SIGABRT": "aborted (SIGABRT)",
+}
+
+
+def _exit_description(returncode: int | None, policy: SandboxPolicy | None = None) -> str:
     if returncode is None:
         return "did not exit"
     if returncode < 0:
         try:
-            return f"was killed by signal {signal.Signals(-returncode).name}"
+            name = signal.Signals(-returncode).name
         except ValueError:
             return f"was killed by signal {-returncode}"
+        if name in _SIGNAL_REASONS:
+            policy = policy or SandboxPolicy()
+            return _SIGNAL_REASONS[name].format(
+                cpu=policy.cpu_time_s, file_mib=policy.max_file_bytes // (1024 * 1024)
+            )
+        if name == "SIGKILL" and policy is not None:
+            return (
+                f"was killed (SIGKILL; at its CPU time limit of {policy.cpu_time_s} s, or by "
+                "the system)"
+            )
+        return f"was killed by signal {name}"
     return f"exited with code {returncode}"
 
 
@@ -140,15 +148,16 @@ def run_operator_child(
     *,
     job: dict[str, Any],
     log_path: Path,
-    workdir: Path,
-    device: str,
+    sandbox: Sandbox,
     shape_timeout_s: float,
     on_record: Callable[[dict[str, Any]], None],
 ) -> ChildOutcome:
-    """Run one operator's child process to completion (or its time limit).
+    """Run one operator's child process, sandboxed, to completion (or one of its limits).
 
     The job carries a fresh key; every record the child sends back must be signed with
     it (see ``evaluator.child``), and any other bytes on the pipe fail the operator.
+    Everything the child started is killed when it ends. Raises SandboxError when the
+    policy requires a protection that cannot be applied.
     """
     outcome = ChildOutcome()
     key = secrets.token_bytes(32)
@@ -166,19 +175,21 @@ def run_operator_child(
         str(result_write),
     ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(
-            command,
-            pass_fds=(job_read, result_write),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=child_environment(device),
-            cwd=workdir,
-            start_new_session=True,
-        )
-    os.close(job_read)
-    os.close(result_write)
+    bundle_dir = Path(job["bundle_dir"]) if job.get("bundle_dir") else None
+    plan = sandbox.child(str(job.get("operator", "child")), bundle_dir)
+    try:
+        with open(log_path, "ab") as log:
+            process, _ = sandbox.launch(
+                command,
+                plan,
+                pass_fds=(job_read, result_write),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+    finally:
+        os.close(job_read)
+        os.close(result_write)
     try:
         try:
             write_frame(job_write, job)
@@ -186,12 +197,25 @@ def run_operator_child(
             pass  # the child died at once; its exit status tells the rest
         finally:
             os.close(job_write)
-        _follow(process, result_read, outcome, shape_timeout_s, on_record, key=key)
+        _follow(process, result_read, outcome, shape_timeout_s, on_record, key=key, sandbox=sandbox)
     finally:
         os.close(result_read)
-        if process.poll() is None:
-            _kill(process)
+        # The child is done (or stopped): nothing it started may outlive it.
+        _kill(process, sandbox.uid)
     return outcome
+
+
+def _memory_exceeded(process: subprocess.Popen[bytes], sandbox: Sandbox | None) -> str | None:
+    """A message when the child's processes together hold more memory than allowed."""
+    if sandbox is None or not sandbox.policy.memory_bytes:
+        return None
+    used = tree_rss_bytes(process.pid, sandbox.uid)
+    if used <= sandbox.policy.memory_bytes:
+        return None
+    return (
+        f"the evaluation process used {used / 2**30:.1f} GiB of host memory, over the "
+        f"limit of {sandbox.policy.memory_bytes / 2**30:.1f} GiB, and was stopped"
+    )
 
 
 def _follow(
@@ -202,15 +226,28 @@ def _follow(
     on_record: Callable[[dict[str, Any]], None],
     *,
     key: bytes | None = None,
+    sandbox: Sandbox | None = None,
 ) -> None:
     reader = FrameReader(key=key)
+    uid = sandbox.uid if sandbox is not None else None
+    next_memory_check = 0.0
     deadline = time.monotonic() + shape_timeout_s
     current: str | None = None
     finished = False
     while True:
         left = deadline - time.monotonic()
+        over_memory = None
+        if time.monotonic() >= next_memory_check:
+            next_memory_check = time.monotonic() + MEMORY_CHECK_INTERVAL_S
+            over_memory = _memory_exceeded(process, sandbox)
+        if over_memory:
+            _kill(process, uid)
+            outcome.status = "runtime_error"
+            outcome.error = outcome.unfinished_error = over_memory
+            outcome.unfinished_status = "runtime_error"
+            return
         if left <= 0:
-            _kill(process)
+            _kill(process, uid)
             where = f"shape {current}" if current else "importing the candidate"
             outcome.status = "timeout"
             outcome.error = (
@@ -230,7 +267,7 @@ def _follow(
         except (ValueError, UnicodeDecodeError) as exc:
             # The harness writes well-formed signed frames only: these bytes came from
             # the candidate, which shares the process.
-            _kill(process)
+            _kill(process, uid)
             outcome.tampering(FORGED_RECORD_ERROR.format(detail=exc))
             return
         for message in messages:
@@ -259,7 +296,7 @@ def _follow(
     try:
         process.wait(timeout=30)
     except subprocess.TimeoutExpired:
-        _kill(process)
+        _kill(process, uid)
     if reader.buffer:
         outcome.tampering(
             FORGED_RECORD_ERROR.format(detail=f"{len(reader.buffer)} bytes left unframed")
@@ -274,7 +311,8 @@ def _follow(
         )
         outcome.status = "runtime_error"
         outcome.error = (
-            f"the evaluation process {_exit_description(code)}{where} before it "
+            f"the evaluation process "
+            f"{_exit_description(code, sandbox.policy if sandbox else None)}{where} before it "
             f"reported{hint}; see the operator's log"
         )
         outcome.unfinished_error = outcome.error
@@ -343,7 +381,7 @@ def _evaluate_operator(
     shapes: list[ShapeSpec],
     manifest: BundleManifest,
     bundle_dir: Path,
-    workdir: Path,
+    sandbox: Sandbox,
     log_dir: Path,
     hardware: HardwareProfile,
     device: str,
@@ -396,8 +434,7 @@ def _evaluate_operator(
         outcome = run_operator_child(
             job=job,
             log_path=log_dir / f"{operator}.log",
-            workdir=workdir,
-            device=device,
+            sandbox=sandbox,
             shape_timeout_s=shape_timeout_s,
             on_record=on_record,
         )
@@ -462,6 +499,7 @@ def run_bundle(
     shape_timeout_s: float | None = None,
     operator_hint: str | None = None,
     operator_sources: Mapping[str, Mapping[str, str]] | None = None,
+    sandbox_policy: SandboxPolicy | None = None,
 ) -> dict[str, Any]:
     """Evaluate a bundle on this machine and return the results document (atrex-results/1).
 
@@ -475,6 +513,11 @@ def run_bundle(
     (``operator_sources``, ``{slug: {"reference.py": ..., "input.py": ...}}``; read from
     the suite file's ``operator_sources`` when ``suite`` is a path; see
     ``evaluator.upstream``).
+
+    Every child runs in the OS sandbox that ``sandbox_policy`` describes (default: from
+    the environment, see ``SandboxPolicy.from_environment``); what is active is in the
+    environment digest's ``sandbox`` section. Raises SandboxError (a platform error)
+    when the policy requires a protection this machine cannot give.
     """
     started, started_at = time.monotonic(), _now()
     device_kind = "cuda" if device.startswith("cuda") else "cpu"
@@ -491,8 +534,11 @@ def run_bundle(
     error: dict[str, str] | None = None
     manifest: BundleManifest | None = None
     entries: list[dict[str, Any]] = []
+    policy = sandbox_policy or SandboxPolicy.from_environment()
     with tempfile.TemporaryDirectory(prefix="atrex-run-") as scratch:
         scratch_dir = Path(scratch)
+        sandbox = Sandbox(policy=policy, scratch=scratch_dir, device=device_kind)
+        environment["sandbox"] = sandbox.probe()
         try:
             manifest = extract_bundle(
                 bundle_path,
@@ -505,8 +551,7 @@ def run_bundle(
             error = exc.to_dict()
         if manifest is not None:
             progress.emit("start", shapes_total=state.shapes_total, operators=selected)
-            workdir = scratch_dir / "work"
-            workdir.mkdir()
+            sandbox.prepare_bundle(scratch_dir / "bundle")
             logs = Path(log_dir) if log_dir else scratch_dir / "logs"
             for operator in selected:
                 entries.append(
@@ -516,7 +561,7 @@ def run_bundle(
                         shapes=shapes[operator],
                         manifest=manifest,
                         bundle_dir=scratch_dir / "bundle",
-                        workdir=workdir,
+                        sandbox=sandbox,
                         log_dir=logs,
                         hardware=profile,
                         device=device,

@@ -63,13 +63,47 @@ class EvaluatorOutcome:
 
 
 def _child_environment(work_dir: Path) -> dict[str, str]:
-    """A minimal environment: no database URL, broker URL, secret key or tokens."""
+    """A minimal environment: no database URL, broker URL, secret key or tokens.
+
+    The ``ATREX_SANDBOX_*`` limits (user, CPU seconds, memory, ...) pass through: they
+    configure the evaluator's sandbox and hold no secret."""
     keep = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "PYTHONPATH")
     env = {name: os.environ[name] for name in keep if name in os.environ}
+    env.update({k: v for k, v in os.environ.items() if k.startswith("ATREX_SANDBOX_")})
     env["HOME"] = str(work_dir)
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("TRITON_CACHE_DIR", str(work_dir / "triton-cache"))
     return env
+
+
+def sandbox_paths() -> list[str]:
+    """What the submission's code must not see: uploads, every run's files, the site's
+    state folder, the SQLite database file, the settings and ``.env``. More paths can be
+    listed in ``ATREX_SANDBOX_HIDE`` (os.pathsep-separated), which the evaluator reads."""
+    from django.conf import settings
+
+    paths = [
+        settings.MEDIA_ROOT,
+        settings.ATREX["RUNS_DIR"],
+        settings.VAR_DIR,
+        settings.BASE_DIR / "atrex_site" / "settings",
+        settings.BASE_DIR / ".env",
+    ]
+    database = settings.DATABASES["default"]
+    if database.get("ENGINE", "").endswith("sqlite3") and str(database.get("NAME", "")):
+        name = Path(database["NAME"])
+        paths += [name, name.with_name(name.name + "-wal"), name.with_name(name.name + "-shm")]
+    return [str(path) for path in dict.fromkeys(Path(p) for p in paths) if Path(path).exists()]
+
+
+def sandbox_options() -> list[str]:
+    """``--sandbox MODE --hide PATH ...`` for ``python -m evaluator run``."""
+    from django.conf import settings
+
+    options = ["--sandbox", settings.ATREX.get("SANDBOX", "best-effort")]
+    for path in sandbox_paths():
+        options += ["--hide", path]
+    return options
 
 
 class ProgressReader:
@@ -138,6 +172,7 @@ def run_evaluator(
         str(job.results_path),
         "--progress",
         str(job.progress_path),
+        *sandbox_options(),
         *job.extra_args,
     ]
     # The evaluator package must be importable from the child even though cwd is the run

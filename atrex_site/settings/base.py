@@ -189,6 +189,10 @@ ATREX = {
     "TIME_BUDGET_S": env.float("ATREX_TIME_BUDGET_S", default=None),
     # Which device this worker evaluates on ("cpu" or "cuda").
     "WORKER_DEVICE": env.str("ATREX_WORKER_DEVICE", default="cpu"),
+    # The evaluation sandbox (evaluator/sandbox.py): "required" makes a protection this
+    # machine cannot give (no root, no namespaces) a platform error; "best-effort" reports
+    # it. Limits: ATREX_SANDBOX_USER, _CPU_S, _MEMORY_MB, _PROCESSES, _FILE_MB, _TMP_MB.
+    "SANDBOX": env.str("ATREX_SANDBOX", default="best-effort"),
     # Agent endpoints: ports the portal calls on public addresses (any port in an
     # admin-allowed network), private networks allowed besides the admin's list, retries of
     # a timed-out or 5xx call and the first back-off, and the key that encrypts the shared

@@ -17,3 +17,6 @@ SECURE_HSTS_PRELOAD = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+
+# Submissions' code runs only in the full sandbox: a missing protection fails the run.
+ATREX = {**ATREX, "SANDBOX": env.str("ATREX_SANDBOX", default="required")}  # noqa: F405

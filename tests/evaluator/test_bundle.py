@@ -203,10 +203,113 @@ def test_too_many_entries():
 
 
 def test_declared_unpacked_size_over_the_limit():
-    data = zip_bytes({"rms_norm.py": MODEL, "blob.bin": b"\x00" * 200_000})
+    data = zip_bytes({"rms_norm.py": MODEL, "blob.txt": b"\x00" * 200_000})
     error = error_of(data, max_total_bytes=100_000)
     assert error.code == "bundle:too-large" and "unpacks" in error.message
 
+
+
+@pytest.mark.parametrize("name", ["kernel.so", "weights.pt", "Makefile", "lib/build.ninja"])
+def test_files_of_other_types_are_refused_by_name(name):
+    error = error_of(zip_bytes({"rms_norm.py": MODEL, name: "x"}))
+    assert error.code == "bundle:file-type"
+    assert repr(name) in error.message and ".cu" in error.message
+
+
+def test_every_allowed_type_is_accepted():
+    files = {f"extra/notes{suffix}": "ok" for suffix in (".cu", ".cuh", ".cpp", ".h", ".md")}
+    files |= {"extra/a.json": "{}", "extra/b.txt": "t", "rms_norm.py": MODEL}
+    manifest = inspect(zip_bytes(files))
+    assert set(files) <= set(manifest.files)
+
+
+def test_source_that_is_not_utf8_is_refused_by_name():
+    data = zip_bytes({"rms_norm.py": MODEL, "kernels/fast.cu": b"// caf\xe9\n"})
+    error = error_of(data)
+    assert error.code == "bundle:encoding"
+    assert "'kernels/fast.cu'" in error.message and "UTF-8" in error.message
+
+
+def test_control_characters_in_names_are_unsafe():
+    error = error_of(zip_bytes({"rms_norm.py": MODEL, "a\nb.py": "x = 1"}))
+    assert error.code == "bundle:unsafe-entry"
+
+
+def test_an_entry_that_appears_twice_is_refused():
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive, pytest.warns(UserWarning):
+        archive.writestr("rms_norm.py", MODEL)
+        archive.writestr("rms_norm.py", "import os")
+    error = error_of(buffer.getvalue())
+    assert error.code == "bundle:unsafe-entry" and "appears twice" in error.message
+
+
+def test_encrypted_zip_entry_is_refused():
+    data = bytearray(zip_bytes({"rms_norm.py": MODEL}))
+    # Set the "encrypted" bit of the central directory entry (zipfile never writes it).
+    central = data.index(b"PK\x01\x02")
+    data[central + 8] |= 0x1
+    error = error_of(bytes(data))
+    assert "encrypted" in error.message and "'rms_norm.py'" in error.message
+
+
+def test_sparse_tar_member_is_refused():
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.GNU_FORMAT) as archive:
+        info = tarfile.TarInfo("rms_norm.py")
+        info.size = len(MODEL)
+        archive.addfile(info, io.BytesIO(MODEL.encode()))
+        sparse = tarfile.TarInfo("holes.txt")
+        sparse.type = tarfile.GNUTYPE_SPARSE
+        archive.addfile(sparse)
+    error = error_of(buffer.getvalue(), filename="b.tar.gz")
+    assert error.code == "bundle:unsafe-entry" and "sparse" in error.message
+
+
+def test_fifo_in_directory_bundle_is_refused(tmp_path):
+    (tmp_path / "rms_norm.py").write_text(MODEL)
+    os.mkfifo(tmp_path / "pipe.txt")
+    with pytest.raises(BundleError) as caught:
+        inspect_bundle(tmp_path, known_operators=KNOWN)
+    assert caught.value.code == "bundle:unsafe-entry" and "pipe.txt" in caught.value.message
+
+
+def _bomb_zip(size: int) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("rms_norm.py", MODEL)
+        archive.writestr("padding.txt", b" " * size)
+    return buffer.getvalue()
+
+
+def test_zip_bomb_is_stopped_by_the_bytes_actually_unpacked(monkeypatch):
+    data = _bomb_zip(8 * 1024 * 1024)
+    assert len(data) < 64 * 1024  # a small upload...
+    import evaluator.bundle as bundle_module
+
+    # ...whose headers are not trusted: the streamed count alone must stop it.
+    monkeypatch.setattr(bundle_module, "_check_counts", lambda *a, **k: None)
+    error = error_of(data, max_total_bytes=1024 * 1024)
+    assert error.code == "bundle:too-large" and "unpacks to more than 1 MiB" in error.message
+
+
+def test_tar_gz_bomb_is_stopped(monkeypatch):
+    data = tar_gz_bytes({"rms_norm.py": MODEL, "padding.txt": b" " * (8 * 1024 * 1024)})
+    assert len(data) < 64 * 1024
+    assert error_of(data, filename="b.tgz", max_total_bytes=1024 * 1024).code == "bundle:too-large"
+    import evaluator.bundle as bundle_module
+
+    monkeypatch.setattr(bundle_module, "_check_counts", lambda *a, **k: None)
+    error = error_of(data, filename="b.tgz", max_total_bytes=1024 * 1024)
+    assert error.code == "bundle:too-large"
+
+
+def test_worker_checks_again_before_writing_anything(tmp_path):
+    data = zip_bytes({"rms_norm.py": MODEL, "build/kernel.so": b"\x7fELF"})
+    with pytest.raises(BundleError) as caught:
+        extract_bundle(data, tmp_path / "out", known_operators=KNOWN)
+    assert caught.value.code == "bundle:file-type" and "build/kernel.so" in caught.value.message
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 # ----------------------------------------------------------------------------- extraction
 
@@ -235,7 +338,7 @@ def test_extract_tar_gz_and_single_file(tmp_path):
 
 def test_extract_caps_actual_bytes_even_when_headers_lie(tmp_path, monkeypatch):
     # A compressible blob: small upload, large when unpacked.
-    data = zip_bytes({"rms_norm.py": MODEL, "blob.bin": b"\x00" * 3_000_000})
+    data = zip_bytes({"rms_norm.py": MODEL, "blob.txt": b"\x00" * 3_000_000})
     import evaluator.bundle as bundle_module
 
     # Pretend the headers were trusted by the inspection (a lying archive).

@@ -1,0 +1,832 @@
+"""The operating-system sandbox around each operator's child process (stdlib only).
+
+The child runs code that strangers uploaded. Before ``python -m evaluator.child`` is
+executed, :meth:`ChildSandbox.preexec` (run by ``subprocess.Popen`` in the forked
+process) applies, in this order:
+
+* resource limits: CPU time (``RLIMIT_CPU``), file size (``RLIMIT_FSIZE``), open files,
+  processes (``RLIMIT_NPROC``, counted for the sandbox user), no core dumps. Memory is
+  watched from outside (:func:`tree_rss_bytes`; ``RLIMIT_AS`` would break CUDA);
+* a network namespace of its own (no usable interface: even loopback is down) and a
+  private mount namespace;
+* in that mount namespace an empty read-only tmpfs over every hidden path (the site's
+  media, runs and var folders, settings, ``/tmp``, ``/var/tmp``, ``/dev/shm``, and any
+  folder the sandbox user could not traverse), with the paths the child needs (Python,
+  its packages, the evaluator, the extracted bundle, read-only) bound back in at the
+  same place, and a size-limited private tmpfs as its only writable folder;
+* an unprivileged user (``nobody`` unless configured), with no supplementary groups and
+  ``no_new_privs``, when the parent runs as root.
+
+What was applied is reported back on a pipe (JSON), and :meth:`Sandbox.probe` runs a
+tiny sandboxed Python first that checks it from inside (uid, interfaces, a loopback
+connection, the hidden paths). In ``required`` mode a protection that cannot be applied
+is a platform error; in ``best-effort`` mode (the default off production) it is listed
+under ``missing`` in the results' environment digest.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import pwd
+import signal
+import site
+import stat
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from evaluator.errors import PlatformError
+
+MODES = ("required", "best-effort")
+PROTECTIONS = (
+    "clean_environment",
+    "rlimits",
+    "network",
+    "mounts",
+    "private_tmp",
+    "user",
+    "no_new_privs",
+    "memory_watchdog",
+    "gpu_isolation",
+)
+"""Every protection the sandbox reports on, active or missing."""
+
+DEFAULT_HIDDEN = ("/tmp", "/var/tmp", "/dev/shm")
+"""Hidden in every child: other runs' scratch space and whatever else sits in temp."""
+
+ENV_ALLOWED = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "LD_LIBRARY_PATH",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "TORCH_CUDA_ARCH_LIST",
+    "TRITON_PTXAS_PATH",
+    "TRITON_LIBCUDA_PATH",
+    "TRITON_CUDACRT_PATH",
+    "TRITON_CUDART_PATH",
+    "CC",
+    "CXX",
+)
+"""The only variables a child inherits; everything else (database and broker URLs, secret
+keys, tokens, cloud credentials) stays out."""
+
+MiB = 1024 * 1024
+
+# Linux constants (not all exposed by the os module of Python 3.11).
+CLONE_NEWNS = 0x00020000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_CHILD_SUBREAPER = 36
+_STATVFS_TO_MS = ((2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, 1024), (2048, 2048))
+
+
+class SandboxError(PlatformError):
+    """The sandbox could not be set up as required (configuration or host problem)."""
+
+    code = "platform:sandbox"
+
+
+# --------------------------------------------------------------------------- the policy
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """What the sandbox must do; read from the environment by :meth:`from_environment`."""
+
+    mode: str = "best-effort"
+    user: str = "nobody"
+    """The unprivileged user (name or number) the child runs as when the parent is root."""
+    gid: int | None = None
+    """Its group; default: the user's primary group."""
+    hidden_paths: tuple[str, ...] = ()
+    cpu_time_s: int = 3600
+    memory_bytes: int = 32 * 1024 * MiB
+    max_processes: int = 512
+    """Processes and threads of the sandbox user (torch starts one thread per core)."""
+    max_file_bytes: int = 1024 * MiB
+    tmp_bytes: int = 1024 * MiB
+    open_files: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise SandboxError(
+                f"Unknown sandbox mode {self.mode!r}: use one of {', '.join(MODES)} "
+                "(ATREX_SANDBOX or --sandbox)."
+            )
+
+    @classmethod
+    def from_environment(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        mode: str | None = None,
+        hidden_paths: Iterable[str] = (),
+    ) -> SandboxPolicy:
+        """The policy from ``ATREX_SANDBOX`` (mode), ``ATREX_SANDBOX_USER``/``_GID``,
+        ``ATREX_SANDBOX_HIDE`` (os.pathsep-separated), ``ATREX_SANDBOX_CPU_S``,
+        ``ATREX_SANDBOX_MEMORY_MB``, ``ATREX_SANDBOX_PROCESSES``, ``ATREX_SANDBOX_FILE_MB``
+        and ``ATREX_SANDBOX_TMP_MB``; explicit arguments win over the environment."""
+        environ = os.environ if environ is None else environ
+
+        def number(name: str, default: int, scale: int = 1) -> int:
+            raw = environ.get(name, "").strip()
+            if not raw:
+                return default * scale
+            try:
+                value = int(raw)
+            except ValueError:
+                raise SandboxError(f"{name}={raw!r} is not a whole number.") from None
+            if value <= 0:
+                raise SandboxError(f"{name} must be positive, not {value}.")
+            return value * scale
+
+        hidden = [p for p in environ.get("ATREX_SANDBOX_HIDE", "").split(os.pathsep) if p]
+        gid_text = environ.get("ATREX_SANDBOX_GID", "").strip()
+        return cls(
+            mode=mode or environ.get("ATREX_SANDBOX", "").strip() or "best-effort",
+            user=environ.get("ATREX_SANDBOX_USER", "").strip() or "nobody",
+            gid=number("ATREX_SANDBOX_GID", 0) if gid_text else None,
+            hidden_paths=tuple(dict.fromkeys([*hidden, *hidden_paths])),
+            cpu_time_s=number("ATREX_SANDBOX_CPU_S", cls.cpu_time_s),
+            memory_bytes=number("ATREX_SANDBOX_MEMORY_MB", cls.memory_bytes // MiB, MiB),
+            max_processes=number("ATREX_SANDBOX_PROCESSES", cls.max_processes),
+            max_file_bytes=number("ATREX_SANDBOX_FILE_MB", cls.max_file_bytes // MiB, MiB),
+            tmp_bytes=number("ATREX_SANDBOX_TMP_MB", cls.tmp_bytes // MiB, MiB),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The limits, for the environment digest (hidden paths are counted, not listed)."""
+        return {
+            "mode": self.mode,
+            "user": self.user,
+            "hidden_paths": len(self.hidden_paths),
+            "cpu_time_s": self.cpu_time_s,
+            "memory_bytes": self.memory_bytes,
+            "max_processes": self.max_processes,
+            "max_file_bytes": self.max_file_bytes,
+            "tmp_bytes": self.tmp_bytes,
+        }
+
+
+def resolve_user(user: str, gid: int | None) -> tuple[int, int]:
+    """(uid, gid) of the sandbox user, given as a name or a number."""
+    try:
+        entry = pwd.getpwnam(user)
+        return entry.pw_uid, entry.pw_gid if gid is None else gid
+    except KeyError:
+        pass
+    try:
+        uid = int(user)
+    except ValueError:
+        raise SandboxError(
+            f"The sandbox user {user!r} does not exist; set ATREX_SANDBOX_USER to an "
+            "unprivileged user of this machine."
+        ) from None
+    if uid == 0:
+        raise SandboxError("The sandbox user must not be root (uid 0).")
+    return uid, uid if gid is None else gid
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path != folder and path.startswith(folder.rstrip("/") + "/")
+
+
+def _minimal(paths: Iterable[str]) -> list[str]:
+    """The paths, without those inside another one of them."""
+    unique = sorted(set(paths))
+    return [p for p in unique if not any(_inside(p, q) for q in unique if q != p)]
+
+
+def runtime_paths(package_root: str | None = None) -> list[str]:
+    """What the child must be able to read: the interpreter, its libraries, the evaluator."""
+    candidates = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        *(sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+        *site.getsitepackages(),
+        *os.environ.get("PYTHONPATH", "").split(os.pathsep),
+    }
+    if package_root is None:
+        package_root = str(Path(__file__).resolve().parent.parent)
+    candidates.add(package_root)
+    real = {os.path.realpath(p) for p in candidates if p and os.path.isabs(p)}
+    return _minimal(p for p in real if os.path.exists(p))
+
+
+def _can_search(info: os.stat_result, uid: int, gid: int) -> bool:
+    if info.st_uid == uid:
+        return bool(info.st_mode & stat.S_IXUSR)
+    if info.st_gid == gid:
+        return bool(info.st_mode & stat.S_IXGRP)
+    return bool(info.st_mode & stat.S_IXOTH)
+
+
+def untraversable_ancestors(paths: Iterable[str], uid: int, gid: int) -> list[str]:
+    """Folders above ``paths`` that ``uid`` may not enter (e.g. ``/root`` holding pyenv):
+    hidden behind a tmpfs through which only the needed paths are bound back."""
+    found = set()
+    for path in paths:
+        parts = Path(path).parts
+        for depth in range(1, len(parts)):
+            folder = str(Path(*parts[:depth]))
+            try:
+                info = os.stat(folder)
+            except OSError:
+                break
+            if not _can_search(info, uid, gid):
+                found.add(folder)
+    return sorted(found)
+
+
+# --------------------------------------------------------------------------- libc
+
+
+_LIBC: Any = None
+
+
+def _libc() -> Any:
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+        _LIBC.mount.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_ulong,
+            ctypes.c_char_p,
+        ]
+        _LIBC.unshare.argtypes = [ctypes.c_int]
+        _LIBC.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+    return _LIBC
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+    _check(
+        _libc().mount(
+            source.encode() if source else None,
+            target.encode(),
+            fstype.encode() if fstype else None,
+            flags,
+            data.encode() if data else None,
+        ),
+        f"mount {target}",
+    )
+
+
+def _kept_flags(path: str) -> int:
+    """Mount flags a bind remount must keep (the kernel refuses to drop locked ones)."""
+    flags = os.statvfs(path).f_flag
+    return sum(ms for st, ms in _STATVFS_TO_MS if flags & st)
+
+
+def set_child_subreaper() -> bool:
+    """Make this process adopt orphans of its descendants (so none escape clean-up)."""
+    try:
+        _check(_libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- one child
+
+
+@dataclass
+class ChildSandbox:
+    """The sandbox of one child process: its plan, computed in the parent, and the
+    ``preexec`` that applies it in the forked process before ``exec``."""
+
+    policy: SandboxPolicy
+    private_tmp: str
+    bundle_dir: str | None
+    keep: list[str]
+    """Read-only paths the child needs (runtime, bundle), bound back under hidden ones."""
+    hidden: list[str]
+    uid: int | None
+    """The sandbox user's uid when the parent is root; None when it cannot switch."""
+    gid: int | None
+    privileged: bool
+    report_fd: int = -1
+    report: dict[str, Any] = field(default_factory=dict)
+
+    # -- in the forked process --------------------------------------------------------
+
+    def preexec(self) -> None:
+        """Apply the plan (runs between fork and exec; see the module docstring)."""
+        active: dict[str, Any] = {}
+        missing: dict[str, str] = {}
+        try:
+            self._apply(active, missing)
+        except BaseException as exc:  # report whatever broke, then fail the launch
+            missing.setdefault("sandbox", f"{type(exc).__name__}: {exc}")
+        payload = json.dumps({"active": active, "missing": missing}).encode()
+        if self.report_fd >= 0:
+            os.write(self.report_fd, payload)
+            os.close(self.report_fd)
+        if missing and self.policy.mode == "required":
+            raise SandboxError("a required protection is missing")
+
+    def _apply(self, active: dict[str, Any], missing: dict[str, str]) -> None:
+        import resource
+
+        policy = self.policy
+        limits = {
+            "cpu_time_s": (resource.RLIMIT_CPU, policy.cpu_time_s, policy.cpu_time_s + 5),
+            "file_bytes": (resource.RLIMIT_FSIZE, policy.max_file_bytes, policy.max_file_bytes),
+            "core_bytes": (resource.RLIMIT_CORE, 0, 0),
+            "open_files": (resource.RLIMIT_NOFILE, policy.open_files, policy.open_files),
+            "processes": (resource.RLIMIT_NPROC, policy.max_processes, policy.max_processes),
+        }
+        applied = {}
+        for name, (which, soft, hard) in limits.items():
+            _, current_hard = resource.getrlimit(which)
+            if current_hard != resource.RLIM_INFINITY:
+                soft, hard = min(soft, current_hard), min(hard, current_hard)
+            resource.setrlimit(which, (soft, hard))
+            applied[name] = soft
+        active["rlimits"] = applied
+
+        namespaces = False
+        if self.privileged:
+            try:
+                _check(_libc().unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
+                namespaces = True
+            except OSError as exc:
+                missing["network"] = missing["mounts"] = f"no namespaces: {exc}"
+        else:
+            missing["network"] = missing["mounts"] = "the evaluator does not run as root"
+        if namespaces:
+            active["network"] = "own network namespace, no interface up"
+            self._mount_plan(active, missing)
+        elif os.path.isdir(self.private_tmp):
+            active["private_tmp"] = {"path": self.private_tmp, "tmpfs": False}
+        os.chdir(self.private_tmp)
+
+        if self.uid is not None and self.gid is not None:
+            self._drop_user(active, missing)
+        elif self.privileged:
+            missing["user"] = "no sandbox user"
+        else:
+            missing["user"] = "the evaluator does not run as root: the child keeps its user"
+        try:
+            _check(_libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+            active["no_new_privs"] = True
+        except OSError as exc:
+            missing["no_new_privs"] = str(exc)
+
+    def _mount_plan(self, active: dict[str, Any], missing: dict[str, str]) -> None:
+        try:
+            _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        except OSError as exc:
+            missing["mounts"] = f"cannot make mounts private: {exc}"
+            return
+        hidden_done = []
+        problems = []
+        readonly = set(self.keep)
+        keeps = [*self.keep, self.private_tmp]
+        for path in sorted(self.hidden, key=lambda p: (p.count("/"), p)):
+            if not os.path.lexists(path):
+                continue  # already hidden by a folder above it, or never there
+            try:
+                self._hide(path, keeps, readonly)
+                hidden_done.append(path)
+            except OSError as exc:
+                problems.append(f"{path}: {exc}")
+        if problems:
+            missing["mounts"] = "; ".join(problems)
+        else:
+            active["mounts"] = {"hidden": len(hidden_done)}
+        uid = self.uid if self.uid is not None else os.getuid()
+        gid = self.gid if self.gid is not None else os.getgid()
+        size = max(self.policy.tmp_bytes // 1024, 1024)
+        try:
+            _mount(
+                "tmpfs",
+                self.private_tmp,
+                "tmpfs",
+                MS_NOSUID | MS_NODEV,
+                f"size={size}k,mode=0700,uid={uid},gid={gid}",
+            )
+            active["private_tmp"] = {"path": self.private_tmp, "tmpfs": True, "bytes": size * 1024}
+        except OSError as exc:
+            missing["private_tmp"] = str(exc)
+
+    @staticmethod
+    def _hide(path: str, keeps: list[str], readonly: set[str]) -> None:
+        if not os.path.isdir(path) or os.path.islink(path):
+            _mount("/dev/null", path, None, MS_BIND)
+            return
+        inside = _minimal(k for k in keeps if _inside(k, path) and os.path.exists(k))
+        # Opened before the tmpfs covers them; bound back from /proc/self/fd afterwards.
+        handles = [(k, os.open(k, os.O_PATH | os.O_CLOEXEC)) for k in inside]
+        try:
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1024k,mode=0755")
+            for kept, handle in handles:
+                target = kept
+                os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+                if os.path.isdir(f"/proc/self/fd/{handle}"):
+                    os.makedirs(target, mode=0o755, exist_ok=True)
+                else:
+                    open(target, "a").close()
+                _mount(f"/proc/self/fd/{handle}", target, None, MS_BIND | MS_REC)
+                if kept in readonly:
+                    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | _kept_flags(target)
+                    _mount(None, target, None, flags)
+        finally:
+            for _, handle in handles:
+                os.close(handle)
+        _mount(None, path, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+    def _drop_user(self, active: dict[str, Any], missing: dict[str, str]) -> None:
+        assert self.uid is not None and self.gid is not None
+        os.setgroups([])
+        os.setresgid(self.gid, self.gid, self.gid)
+        os.seteuid(self.uid)  # a trial: the real uid stays root until the checks pass
+        unreadable = [
+            p
+            for p in [*self.keep, sys.executable]
+            if not os.access(p, os.R_OK | os.X_OK, effective_ids=True)
+        ]
+        if not os.access(self.private_tmp, os.W_OK | os.X_OK, effective_ids=True):
+            unreadable.append(self.private_tmp)
+        if unreadable:
+            os.seteuid(0)
+            os.setresgid(0, 0, 0)
+            missing["user"] = (
+                f"uid {self.uid} could not read {', '.join(unreadable)}; the child kept root"
+            )
+            return
+        os.setresuid(self.uid, self.uid, self.uid)
+        active["user"] = {"uid": self.uid, "gid": self.gid}
+
+
+# --------------------------------------------------------------------------- the run
+
+
+PROBE_CODE = r"""
+import json, os, socket, sys
+hidden = json.loads(sys.argv[1])
+seen = {}
+for path in hidden:
+    try:
+        if os.path.isdir(path):
+            seen[path] = len(os.listdir(path))
+        else:
+            with open(path, "rb") as handle:
+                seen[path] = len(handle.read(1))
+    except OSError:
+        seen[path] = 0
+sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+sock.settimeout(2)
+code = sock.connect_ex(("127.0.0.1", 9))
+sock.close()
+up = []
+try:
+    with open("/proc/net/dev") as handle:
+        up = [line.split(":")[0].strip() for line in handle.readlines()[2:]]
+except OSError:
+    pass
+print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "loopback_errno": code,
+                  "interfaces": up, "hidden_visible": [p for p, n in seen.items() if n],
+                  "cwd_writable": os.access(os.getcwd(), os.W_OK)}))
+"""
+
+
+@dataclass
+class Sandbox:
+    """The sandbox of one evaluation run: the policy and the run's scratch folder.
+
+    :meth:`child` plans the sandbox of one child; :meth:`launch` starts a command in it
+    and returns the process and what was applied. Nothing is applied in this process,
+    except that it becomes a child subreaper (orphans of its children come back to it).
+    """
+
+    policy: SandboxPolicy
+    scratch: Path
+    device: str = "cpu"
+    privileged: bool | None = None
+    """Whether this process may create namespaces and switch users (default: is root)."""
+    package_root: str | None = None
+    _counter: int = 0
+
+    def __post_init__(self) -> None:
+        if self.privileged is None:
+            self.privileged = os.geteuid() == 0
+        self.uid: int | None = None
+        self.gid: int | None = None
+        if self.privileged:
+            self.uid, self.gid = resolve_user(self.policy.user, self.policy.gid)
+        self.runtime = runtime_paths(self.package_root)
+        set_child_subreaper()
+
+    # -- planning ---------------------------------------------------------------------
+
+    def prepare_bundle(self, bundle_dir: Path) -> None:
+        """Make the extracted bundle readable (not writable) by the sandbox user."""
+        os.chmod(self.scratch, 0o711)
+        for folder, dirnames, filenames in os.walk(bundle_dir):
+            os.chmod(folder, 0o755)
+            for name in filenames:
+                os.chmod(os.path.join(folder, name), 0o644)
+            for name in dirnames:
+                os.chmod(os.path.join(folder, name), 0o755)
+
+    def child(self, label: str, bundle_dir: Path | None) -> ChildSandbox:
+        """The plan of one child: its private temp folder, what it sees and as whom."""
+        self._counter += 1
+        private = self.scratch / f"sandbox-{self._counter}-{label}"
+        private.mkdir(mode=0o700)
+        if self.uid is not None and self.gid is not None:
+            os.chown(private, self.uid, self.gid)
+        keep = list(self.runtime)
+        if bundle_dir is not None:
+            keep.append(os.path.realpath(bundle_dir))
+        hidden = {
+            os.path.realpath(p) if os.path.lexists(p) else p
+            for p in (*DEFAULT_HIDDEN, *self.policy.hidden_paths)
+        }
+        if self.uid is not None and self.gid is not None:
+            hidden.update(untraversable_ancestors([*keep, str(private)], self.uid, self.gid))
+        # A hidden path that holds a runtime path is covered and the runtime bound back;
+        # one inside a runtime path is hidden as asked, except the runtime roots themselves.
+        hidden -= set(keep)
+        return ChildSandbox(
+            policy=self.policy,
+            private_tmp=os.path.realpath(private),
+            bundle_dir=str(bundle_dir) if bundle_dir else None,
+            keep=keep,
+            hidden=sorted(hidden),
+            uid=self.uid,
+            gid=self.gid,
+            privileged=bool(self.privileged),
+        )
+
+    def environment(self, child: ChildSandbox, device: str) -> dict[str, str]:
+        """The child's whole environment, built from the allow-list (no secrets)."""
+        env = {name: os.environ[name] for name in ENV_ALLOWED if name in os.environ}
+        env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+        env.setdefault("LANG", "C.UTF-8")
+        tmp = child.private_tmp
+        env.update(
+            HOME=tmp,
+            TMPDIR=tmp,
+            XDG_CACHE_HOME=os.path.join(tmp, ".cache"),
+            TRITON_CACHE_DIR=os.path.join(tmp, "triton-cache"),
+            TORCH_EXTENSIONS_DIR=os.path.join(tmp, "torch-extensions"),
+            PYTHONUNBUFFERED="1",
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        package_root = self.package_root or str(Path(__file__).resolve().parent.parent)
+        inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([package_root, *inherited]))
+        if device == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+        return env
+
+    # -- launching --------------------------------------------------------------------
+
+    def launch(
+        self, command: list[str], child: ChildSandbox, **popen: Any
+    ) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+        """Start ``command`` in the child's sandbox; (process, report of what is active).
+
+        Raises SandboxError when the sandbox cannot be set up as the policy requires.
+        """
+        read_end, write_end = os.pipe()
+        child.report_fd = write_end
+        popen.setdefault("env", self.environment(child, self.device))
+        try:
+            process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+                command,
+                cwd=child.private_tmp,
+                preexec_fn=child.preexec,
+                start_new_session=True,
+                **popen,
+            )
+        except subprocess.SubprocessError as exc:
+            os.close(write_end)
+            report = _read_report(read_end)
+            raise SandboxError(
+                "The evaluation sandbox could not be set up as required: "
+                + describe_missing(report.get("missing") or {"sandbox": str(exc)})
+            ) from None
+        os.close(write_end)
+        report = _read_report(read_end)
+        report["active"]["clean_environment"] = sorted(popen["env"])
+        if self.policy.memory_bytes:
+            report["active"]["memory_watchdog"] = {"rss_bytes": self.policy.memory_bytes}
+        self._gpu(report)
+        child.report = report
+        return process, report
+
+    def _gpu(self, report: dict[str, Any]) -> None:
+        if self.device != "cuda":
+            return
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+        if visible and "," not in visible:
+            report["active"]["gpu_isolation"] = f"CUDA_VISIBLE_DEVICES={visible}"
+        else:
+            report["missing"]["gpu_isolation"] = (
+                "CUDA_VISIBLE_DEVICES does not name exactly one GPU"
+            )
+
+    def probe(self) -> dict[str, Any]:
+        """Start a tiny Python in a fresh child sandbox and check the protections from the
+        inside; the ``sandbox`` section of the environment digest. Raises SandboxError in
+        ``required`` mode when a protection is missing."""
+        child = self.child("probe", None)
+        exposed = [*child.keep, child.private_tmp]
+        secret = [
+            path
+            for path in (os.path.realpath(p) for p in self.policy.hidden_paths)
+            if not any(_inside(k, path) or k == path for k in exposed)
+        ]
+        process, report = self.launch(
+            [sys.executable, "-I", "-S", "-c", PROBE_CODE, json.dumps(secret)],
+            child,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            out, err = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            kill_tree(process.pid, self.uid)
+            out, err = b"", b"timed out"
+        active, missing = report["active"], report["missing"]
+        try:
+            seen = json.loads(out.decode().strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            missing["probe"] = (
+                f"a sandboxed Python did not start: exit {process.returncode}, "
+                + err.decode(errors="replace")[-500:]
+            )
+            seen = {}
+        if seen:
+            if seen["loopback_errno"] in (0, errno.ECONNREFUSED) and "network" in active:
+                del active["network"]
+                missing["network"] = "a loopback connection was possible inside the sandbox"
+            if seen["hidden_visible"] and "mounts" in active:
+                del active["mounts"]
+                missing["mounts"] = f"still visible: {', '.join(seen['hidden_visible'])}"
+            if "user" in active and seen["uid"] != self.uid:
+                del active["user"]
+                missing["user"] = f"the child ran as uid {seen['uid']}"
+        for name in PROTECTIONS:
+            if name not in active and name not in missing:
+                missing[name] = "not applicable here" if name == "gpu_isolation" else "off"
+        if self.device != "cuda":
+            missing.pop("gpu_isolation", None)
+            active["gpu_isolation"] = "no GPU (cpu run)"
+        required_missing = {k: v for k, v in missing.items()}
+        result = {
+            "mode": self.policy.mode,
+            "limits": self.policy.to_dict(),
+            "active": sorted(active),
+            "missing": missing,
+            "details": {k: v for k, v in active.items() if k != "clean_environment"},
+            "checked_inside": seen,
+        }
+        if required_missing and self.policy.mode == "required":
+            raise SandboxError(
+                "The evaluation sandbox is required but incomplete: "
+                + describe_missing(required_missing)
+            )
+        return result
+
+
+def describe_missing(missing: Mapping[str, str]) -> str:
+    """``name (reason); ...`` for an error message."""
+    return "; ".join(f"{name} ({reason})" for name, reason in sorted(missing.items()))
+
+
+def _read_report(fd: int) -> dict[str, Any]:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(fd)
+    try:
+        report = json.loads(b"".join(chunks) or b"{}")
+    except ValueError:
+        report = {}
+    report.setdefault("active", {})
+    report.setdefault("missing", {})
+    return report
+
+
+# --------------------------------------------------------------------------- watching
+
+
+def _proc_stat(pid: int) -> tuple[int, int, int] | None:
+    """(parent pid, process group, session) of a process, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read().decode(errors="replace")
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()
+    return int(fields[1]), int(fields[2]), int(fields[3])
+
+
+def _proc_uid(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def descendants(session: int, uid: int | None) -> list[int]:
+    """Processes of the child's session or group, and orphans adopted by this process
+    that run as the sandbox user (a child may leave its session with setsid)."""
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        info = _proc_stat(pid)
+        if info is None or pid == me:
+            continue
+        parent, group, sid = info
+        if sid == session or group == session:
+            found.append(pid)
+        elif parent == me and uid is not None and _proc_uid(pid) == uid:
+            found.append(pid)
+    return found
+
+
+def tree_rss_bytes(session: int, uid: int | None = None) -> int:
+    """Resident memory of every process of a child's tree, in bytes."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in descendants(session, uid):
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as handle:
+                total += int(handle.read().split()[1]) * page
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def kill_tree(session: int, uid: int | None = None, rounds: int = 20) -> None:
+    """Kill the child's whole tree and reap the orphans adopted by this process."""
+    me = os.getpid()
+    for _ in range(rounds):
+        pids = descendants(session, uid)
+        try:
+            os.killpg(session, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in pids:
+            info = _proc_stat(pid)
+            if info is not None and info[0] == me and pid != session:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+
+
+def with_hidden(policy: SandboxPolicy, paths: Iterable[str]) -> SandboxPolicy:
+    """The policy with more hidden paths."""
+    return replace(policy, hidden_paths=tuple(dict.fromkeys([*policy.hidden_paths, *paths])))
