@@ -1,19 +1,27 @@
-# The web image: Django + gunicorn, no torch (the site never imports submission code).
-# Built from the repository root: docker build -f docker/web.Dockerfile .
+# The web image: Django + gunicorn, static files served by whitenoise; no torch (the site
+# never imports submission code). The same image runs migrate, the site worker and beat.
+# Build from the repository root:  docker build -f docker/web.Dockerfile -t atrex-web .
 FROM python:3.11-slim
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=atrex_site.settings.production
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
+    PYTHONPATH=/app ATREX_APP_DIR=/app \
+    DJANGO_SETTINGS_MODULE=atrex_site.settings.production \
+    DJANGO_STATIC_ROOT=/app/staticfiles
 WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY atrex_site atrex_site
-COPY leaderboard leaderboard
-COPY submissions submissions
-COPY evaluator evaluator
-COPY atrex_cli atrex_cli
-COPY templates templates
-COPY static static
-COPY manage.py ./
-RUN pip install --no-cache-dir . && useradd --system --home /app atrex \
-    && DJANGO_SECRET_KEY=collectstatic-only DJANGO_ALLOWED_HOSTS=localhost python manage.py collectstatic --noinput
+
+# Dependencies first: this layer changes only with pyproject.toml.
+COPY pyproject.toml docker/requirements.py /tmp/build/
+RUN python /tmp/build/requirements.py > /tmp/build/requirements.txt \
+    && pip install --no-cache-dir -r /tmp/build/requirements.txt
+
+COPY . .
+# Static files gathered and compressed once, at build (whitenoise serves them).
+RUN useradd --system --home /app --shell /usr/sbin/nologin atrex \
+    && DJANGO_SECRET_KEY=collectstatic-only DJANGO_ALLOWED_HOSTS=localhost \
+       DATABASE_URL=sqlite:////tmp/collectstatic.sqlite3 docker/entrypoint.sh collectstatic \
+    && mkdir -p /app/var && chown atrex /app/var
+
 USER atrex
 EXPOSE 8000
-CMD ["gunicorn", "atrex_site.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4"]
+ENTRYPOINT ["/app/docker/entrypoint.sh"]
+CMD ["web"]

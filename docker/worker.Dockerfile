@@ -1,11 +1,38 @@
-# A GPU worker: CUDA, torch and triton, the site code for the Celery task, one process per
-# GPU. Built from the repository root: docker build -f docker/worker.Dockerfile .
-# Run with: --gpus '"device=0"' -e ATREX_WORKER_DEVICE=cuda -e CELERY_BROKER_URL=... -e DATABASE_URL=...
-FROM pytorch/pytorch:2.11.0-cuda13.0-cudnn9-runtime
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=atrex_site.settings.production \
-    ATREX_WORKER_DEVICE=cuda
+# A GPU worker: the CUDA runtime, torch and triton (the versions measured on the H200:
+# torch 2.11.0+cu130, triton 3.6.0, Python 3.12), and the site code for the Celery task.
+# `gpu-node` (the default) runs one worker process per GPU given to the container, each
+# pinned with CUDA_VISIBLE_DEVICES; `worker` runs one process for a one-GPU container.
+# Build from the repository root:  docker build -f docker/worker.Dockerfile -t atrex-worker .
+ARG CUDA_IMAGE=nvidia/cuda:13.0.0-cudnn-runtime-ubuntu24.04
+FROM ${CUDA_IMAGE}
+
+ARG TORCH_VERSION=2.11.0
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cu130
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
+    PYTHONPATH=/app ATREX_APP_DIR=/app PATH=/opt/venv/bin:$PATH \
+    DJANGO_SETTINGS_MODULE=atrex_site.settings.production \
+    ATREX_WORKER_DEVICE=cuda TRITON_CACHE_DIR=/app/var/triton-cache
 WORKDIR /app
+
+# Triton compiles kernels at run time: it needs a C compiler and Python's headers.
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+       python3 python3-venv python3-dev gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/* \
+    && python3 -m venv /opt/venv \
+    && pip install --no-cache-dir --upgrade pip \
+    && pip install --no-cache-dir "torch==${TORCH_VERSION}" --index-url "${TORCH_INDEX}"
+
+# The rest of the dependencies; torch (and the triton it pinned) stay as installed above.
+COPY pyproject.toml docker/requirements.py /tmp/build/
+RUN python /tmp/build/requirements.py --extra evaluator --without torch,triton \
+       > /tmp/build/requirements.txt \
+    && pip install --no-cache-dir -r /tmp/build/requirements.txt \
+    && python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+
 COPY . .
-RUN pip install --no-cache-dir ".[evaluator]" && useradd --system --home /app atrex
+RUN useradd --system --home /app --shell /usr/sbin/nologin atrex \
+    && mkdir -p /app/var && chown atrex /app/var
 USER atrex
-CMD ["celery", "-A", "atrex_site", "worker", "-Q", "eval.h200-sxm", "--concurrency", "1", "--prefetch-multiplier", "1"]
+ENTRYPOINT ["/app/docker/entrypoint.sh"]
+CMD ["gpu-node"]
