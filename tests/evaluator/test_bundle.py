@@ -12,8 +12,13 @@ import pytest
 
 from evaluator.bundle import extract_bundle, inspect_bundle
 from evaluator.errors import BundleError
+from evaluator.suite import load_suite
 
 from .conftest import KNOWN, PYTORCH_EAGER, TRITON_BASELINE, example_files, tar_gz_bytes, zip_bytes
+
+# The Triton example covers more operators than the three of KNOWN; check it against v1's.
+V1_OPERATORS = tuple(load_suite("atrex-bench-v1").operator_slugs())
+BASELINE_OPERATORS = {path.stem for path in TRITON_BASELINE.glob("*.py")}
 
 MODEL = (
     "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
@@ -34,8 +39,12 @@ def error_of(data, filename="bundle.zip", **kwargs) -> BundleError:
 
 
 def test_zip_of_the_triton_example_lists_operators_and_metadata():
-    manifest = inspect(zip_bytes(example_files(TRITON_BASELINE)))
-    assert manifest.operators == {op: f"{op}.py" for op in KNOWN}
+    manifest = inspect_bundle(
+        zip_bytes(example_files(TRITON_BASELINE)),
+        filename="bundle.zip",
+        known_operators=V1_OPERATORS,
+    )
+    assert manifest.operators == {op: f"{op}.py" for op in BASELINE_OPERATORS}
     assert manifest.kind == "zip"
     assert manifest.metadata["dsl"] == "triton"
     assert manifest.metadata["title"].startswith("Triton baseline")
@@ -54,8 +63,8 @@ def test_single_top_folder_is_stripped():
 
 
 def test_directory_bundle():
-    manifest = inspect_bundle(TRITON_BASELINE, known_operators=KNOWN)
-    assert manifest.kind == "directory" and set(manifest.operators) == set(KNOWN)
+    manifest = inspect_bundle(TRITON_BASELINE, known_operators=V1_OPERATORS)
+    assert manifest.kind == "directory" and set(manifest.operators) == BASELINE_OPERATORS
 
 
 def test_single_python_file_named_after_its_operator():
@@ -328,8 +337,8 @@ def test_extract_strips_the_top_folder_and_returns_the_manifest(tmp_path):
 def test_extract_tar_gz_and_single_file(tmp_path):
     tar = tmp_path / "b.tgz"
     tar.write_bytes(tar_gz_bytes(example_files(TRITON_BASELINE)))
-    manifest = extract_bundle(tar, tmp_path / "t", known_operators=KNOWN)
-    assert set(manifest.operators) == set(KNOWN)
+    manifest = extract_bundle(tar, tmp_path / "t", known_operators=V1_OPERATORS)
+    assert set(manifest.operators) == BASELINE_OPERATORS
     single = extract_bundle(
         MODEL.encode(), tmp_path / "s", filename="rms_norm.py", known_operators=KNOWN
     )
