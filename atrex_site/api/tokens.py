@@ -28,7 +28,7 @@ from accounts import services
 from accounts.models import ApiToken
 
 from .authentication import ApiTokenAuthentication, LockoutBasicAuthentication, token_of
-from .errors import ErrorSerializer, ValidationErrorSerializer, error_response
+from .errors import ErrorSerializer, error_response
 from .pagination import StandardPagination
 
 NOT_LOGGED_IN = OpenApiResponse(ErrorSerializer, description="Not logged in.")
@@ -98,7 +98,11 @@ class TokenApi(_TokenViewBase):
         request=ApiTokenCreateSerializer,
         responses={
             201: ApiTokenCreatedSerializer,
-            400: OpenApiResponse(ValidationErrorSerializer, description="Bad name or expiry."),
+            400: OpenApiResponse(
+                ErrorSerializer,
+                description="A name in use, a bad expiry ('errors' then names the fields) "
+                "or an unreadable body.",
+            ),
             401: NOT_LOGGED_IN,
             429: OpenApiResponse(ErrorSerializer, description="Log-in locked out for a while."),
         },
