@@ -296,9 +296,12 @@ def evaluator_for(
     timeout_s: float,
     python: str = "",
     extra_args: list[str] | None = None,
+    sandbox_args: list[str] | None = None,
 ) -> Evaluate:
     """An ``Evaluate`` that runs one round's source through ``python -m evaluator run`` on
-    the operator's public shapes, in its own folder under ``work_root``."""
+    the operator's public shapes, in its own folder under ``work_root``. ``sandbox_args``
+    None uses the site's sandbox options (Django settings); a caller without Django passes
+    its own (``[]``: the evaluator's defaults)."""
 
     def evaluate(operator: str, source: str, number: int) -> dict[str, Any]:
         folder = Path(work_root) / operator / f"round-{number}"
@@ -313,6 +316,7 @@ def evaluator_for(
             work_dir=folder / "work",
             timeout_s=timeout_s,
             python=python,
+            sandbox_args=sandbox_args,
             extra_args=[
                 "--operators",
                 operator,

@@ -41,6 +41,9 @@ class EvaluatorJob:
     timeout_s: float
     python: str = ""
     extra_args: list[str] = field(default_factory=list)
+    # The sandbox options; None: the site's (``sandbox_options()``, reads Django settings).
+    # A caller without Django (the agent campaign driver on a GPU node) passes its own.
+    sandbox_args: list[str] | None = None
 
     @property
     def results_path(self) -> Path:
@@ -172,7 +175,7 @@ def run_evaluator(
         str(job.results_path),
         "--progress",
         str(job.progress_path),
-        *sandbox_options(),
+        *(sandbox_options() if job.sandbox_args is None else job.sandbox_args),
         *job.extra_args,
     ]
     # The evaluator package must be importable from the child even though cwd is the run
