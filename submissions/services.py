@@ -367,7 +367,7 @@ def run_replace(*, run: EvaluationRun, reason: str, dispatch: bool = True) -> Ev
         )
 
 
-def _run_claim(run_id: int) -> EvaluationRun | None:
+def evaluation_run_claim(*, run_id: int) -> EvaluationRun | None:
     """Take the run for this worker, or None when there is nothing to do.
 
     Queued: taken. Finished: nothing (a redelivered message). Running with a live holder:
@@ -458,7 +458,7 @@ class RunHeartbeat:
 def evaluation_run_execute(*, run_id: int) -> EvaluationRun | None:
     """Run one evaluation to its end. Idempotent: a message for a finished run, or for one
     that a live worker holds, does nothing; one whose worker died starts a new attempt."""
-    run = _with_db_retry(lambda: _run_claim(run_id), what=f"claiming run {run_id}")
+    run = _with_db_retry(lambda: evaluation_run_claim(run_id=run_id), what=f"claiming run {run_id}")
     if run is None:
         return None
     submission = run.submission

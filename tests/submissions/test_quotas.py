@@ -1,0 +1,142 @@
+"""Per-user submission limits: per hour, per day, at once; staff exempt; platform failures
+refunded; 429 with a plain message on the web form and in the API."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from datetime import timedelta
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from submissions import services
+from submissions.models import Submission
+from submissions.quotas import QuotaExceeded
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+MODULE = (
+    "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+)
+
+
+def _zip() -> SimpleUploadedFile:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("silu_and_mul.py", MODULE)
+    return SimpleUploadedFile("kernels.zip", buffer.getvalue(), "application/zip")
+
+
+@pytest.fixture
+def limits(settings):
+    """Turn the limits on (tests run with them off): 2 an hour, 3 a day, 10 at once."""
+
+    def set_limits(*, per_hour=2, per_day=3, active=10):
+        settings.ATREX = {
+            **settings.ATREX,
+            "QUOTA_PER_HOUR": per_hour,
+            "QUOTA_PER_DAY": per_day,
+            "QUOTA_ACTIVE": active,
+        }
+
+    set_limits()
+    return set_limits
+
+
+def _submit(user) -> Submission:
+    return services.submission_create(owner=user, upload=_zip())
+
+
+def _age(submission: Submission, hours: float) -> None:
+    Submission.objects.filter(pk=submission.pk).update(
+        created_at=timezone.now() - timedelta(hours=hours)
+    )
+
+
+def test_hourly_limit_refuses_the_next_upload_and_stores_nothing(catalogue, user, limits):
+    first = _submit(user)
+    _submit(user)
+    with pytest.raises(QuotaExceeded) as refused:
+        _submit(user)
+    assert refused.value.code == "quota:per-hour"
+    assert "limit is 2 per hour" in refused.value.message
+    # The slot frees an hour after the oldest of the two.
+    expected = (first.created_at + timedelta(hours=1) - timezone.now()).total_seconds()
+    assert abs(refused.value.retry_after_s - expected) < 5
+    assert Submission.objects.filter(owner=user).count() == 2
+
+
+def test_daily_limit_counts_older_submissions_of_the_day(catalogue, user, limits):
+    for _ in range(3):
+        _age(_submit(user), hours=2)  # outside the hour, inside the day
+    with pytest.raises(QuotaExceeded) as refused:
+        _submit(user)
+    assert refused.value.code == "quota:per-day"
+    assert 21 * 3600 < refused.value.retry_after_s <= 22 * 3600
+
+
+def test_platform_failures_are_refunded(catalogue, user, limits):
+    lost = _submit(user)
+    _submit(user)
+    # The reaper failed the first one after its workers died: our fault, not the user's.
+    Submission.objects.filter(pk=lost.pk).update(
+        status=Submission.Status.FAILED, error_code=services.WorkerLost.code
+    )
+    third = _submit(user)
+    assert third.status == Submission.Status.QUEUED
+    # A failure of the user's own (a rejected bundle) is not refunded.
+    Submission.objects.filter(pk=third.pk).update(
+        status=Submission.Status.REJECTED, error_code="bundle:syntax-error"
+    )
+    with pytest.raises(QuotaExceeded):
+        _submit(user)
+
+
+def test_submissions_waiting_at_once_are_limited(catalogue, user, limits):
+    limits(per_hour=0, per_day=0, active=2)
+    waiting = _submit(user)
+    _submit(user)
+    with pytest.raises(QuotaExceeded) as refused:
+        _submit(user)
+    assert refused.value.code == "quota:active"
+    # Once one of them is final, there is room again.
+    Submission.objects.filter(pk=waiting.pk).update(status=Submission.Status.PUBLISHED)
+    assert _submit(user).status == Submission.Status.QUEUED
+
+
+def test_staff_are_exempt(catalogue, limits):
+    admin = UserFactory(is_staff=True)
+    statuses = {_submit(admin).status for _ in range(4)}
+    assert statuses == {Submission.Status.QUEUED}
+
+
+def test_api_answers_429_with_the_reason_and_retry_after(catalogue, user, limits):
+    limits(per_hour=1)
+    api = APIClient()
+    api.force_authenticate(user)
+    assert api.post("/api/submissions/", {"bundle": _zip()}, format="multipart").status_code == 201
+    response = api.post("/api/submissions/", {"bundle": _zip()}, format="multipart")
+    assert response.status_code == 429
+    body = response.json()
+    assert body["code"] == "quota:per-hour"
+    assert "limit is 1 per hour" in body["detail"] and "Try again in" in body["detail"]
+    assert 3500 < int(response["Retry-After"]) <= 3600
+    assert Submission.objects.filter(owner=user).count() == 1
+
+
+def test_web_form_answers_429_and_shows_the_reason(client, catalogue, user, limits):
+    limits(per_hour=1)
+    client.force_login(user)
+    url = reverse("submissions:new")
+    first = client.post(url, {"bundle": _zip(), "visibility": "public"})
+    assert first.status_code == 302
+    response = client.post(url, {"bundle": _zip(), "visibility": "public"})
+    assert response.status_code == 429
+    assert "limit is 1 per hour" in response.content.decode()
+    assert int(response["Retry-After"]) > 3500
+    assert Submission.objects.filter(owner=user).count() == 1
