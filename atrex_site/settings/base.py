@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "fleet",
     "accounts",
     "agents",
+    "traces",
 ]
 
 MIDDLEWARE = [
@@ -179,6 +180,9 @@ ATREX = {
     # Upload limits (bytes / archive entries).
     "MAX_UPLOAD_BYTES": env.int("ATREX_MAX_UPLOAD_BYTES", default=20 * 1024 * 1024),
     "MAX_BUNDLE_ENTRIES": env.int("ATREX_MAX_BUNDLE_ENTRIES", default=200),
+    # Production traces (traces/): the largest upload and its size once decompressed.
+    "TRACE_MAX_UPLOAD_BYTES": env.int("ATREX_TRACE_MAX_UPLOAD_BYTES", default=256 << 20),
+    "TRACE_MAX_BYTES": env.int("ATREX_TRACE_MAX_BYTES", default=1 << 30),
     # The evaluator is run with this interpreter (a GPU node's Python with torch and triton).
     "EVALUATOR_PYTHON": env.str("ATREX_EVALUATOR_PYTHON", default=""),
     # Where a worker keeps each run's working files (bundle copy, results, logs).

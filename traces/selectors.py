@@ -1,0 +1,45 @@
+"""Reads: the traces' rows as a pandas frame, and the card-hours of their applications."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from . import aggregation
+from .models import Application, Trace, TraceRow, UnmappedTime
+
+
+def trace_frame(*, traces: Sequence[Trace]) -> pd.DataFrame:
+    """Every mapped and unmapped row of ``traces`` (see ``aggregation.trace_frame``)."""
+    ids = [t.pk for t in traces]
+    mapped = TraceRow.objects.filter(trace_id__in=ids).values(
+        "application__name",
+        "operator",
+        "shape_key",
+        "init_kwargs",
+        "input_kwargs",
+        "calls",
+        "time_us",
+    )
+    unmapped = UnmappedTime.objects.filter(trace_id__in=ids).values(
+        "application__name", "name", "calls", "time_us"
+    )
+    return aggregation.trace_frame(
+        mapped=({**row, "application": row.pop("application__name")} for row in mapped),
+        unmapped=({**row, "application": row.pop("application__name")} for row in unmapped),
+    )
+
+
+def card_hours(*, traces: Sequence[Trace]) -> dict[str, float]:
+    """Card-hours of every application with rows in ``traces``."""
+    ids = [t.pk for t in traces]
+    names = set(TraceRow.objects.filter(trace_id__in=ids).values_list("application", flat=True))
+    names |= set(
+        UnmappedTime.objects.filter(trace_id__in=ids).values_list("application", flat=True)
+    )
+    return dict(Application.objects.filter(pk__in=names).values_list("name", "card_hours"))
+
+
+def imported_traces() -> list[Trace]:
+    return list(Trace.objects.filter(status=Trace.Status.IMPORTED).select_related("application"))
