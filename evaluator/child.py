@@ -270,6 +270,7 @@ def evaluate_shape(
             device=device,
             checked_error_level=correctness.mean_tolerance_used,
             guard=guard,
+            all_streams=fallback.other_stream_activities > 0,
         )
         record["warnings"].extend(timed.pop("warnings", []))
         record.update(timed)
@@ -317,6 +318,7 @@ def _time_shape(
     device: Any,
     guard: Any = None,
     checked_error_level: float | None = None,
+    all_streams: bool = False,
 ) -> dict[str, Any]:
     """Timing of a correct shape (candidate, then reference); timed outputs are checked.
 
@@ -400,6 +402,7 @@ def _time_shape(
             warmup=1,
             before_call=before_call,
             after_call=after_call,
+            all_streams=all_streams,
         )
         if guard is not None:
             guard.check(f"after the timed calls of shape {shape_id}")

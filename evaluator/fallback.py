@@ -173,6 +173,10 @@ class FallbackReport:
     """CUDA: device time of the submission's own kernels (``compute_s`` is the rest)."""
     neutral_s: float | None = None
     """CUDA: device time of memsets and fills, counted on neither side."""
+    other_stream_activities: int = 0
+    """CUDA: device activities of the calls that ran on a stream other than the one the
+    harness called on (CUDA events on that stream do not see them; the timer must then
+    time all streams)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -185,6 +189,7 @@ class FallbackReport:
             "compute_bytes": self.compute_bytes,
             "own_s": self.own_s,
             "neutral_s": self.neutral_s,
+            "other_stream_activities": self.other_stream_activities,
             "top_ops": self.top_ops,
             "warnings": self.warnings,
         }
@@ -370,6 +375,8 @@ class DeviceActivity:
     kind: str = KERNEL
     launched_by: str | None = None
     """Innermost profiler op active on the host at launch (``aten::mm``), if any."""
+    stream: int | None = None
+    """The profiler's id of the stream it ran on (``device_resource_id``), if known."""
 
 
 @dataclass(frozen=True)
@@ -793,9 +800,22 @@ def activities_from_profile(profiler: Any) -> list[DeviceActivity]:
                 duration_ns=max(0, int(event.duration_ns())),
                 kind=kind,
                 launched_by=host_ops.get(linked) if linked > 0 else None,
+                stream=_stream_of(event),
             )
         )
     return activities
+
+
+def _stream_of(event: Any) -> int | None:
+    try:
+        return int(event.device_resource_id())
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+_CURRENT_STREAMS: dict[int, int] = {}
+"""Device index -> the profiler's id of the stream the harness calls candidates on,
+found by ``prepare_monitoring``."""
 
 
 class CudaFallbackMonitor:
@@ -837,9 +857,25 @@ class CudaFallbackMonitor:
         """The own-kernel share over the calls after the first (``q_bytes`` is unused on CUDA:
         the split is by device time, which the profiler measures directly)."""
         steady = self.call_activities[1:] or self.call_activities
-        return attribution_report(
+        report = attribution_report(
             chain.from_iterable(steady), kernel_origins(self.own_code_dir), top=top
         )
+        current = _CURRENT_STREAMS.get(self.device.index or 0) if self.device else None
+        if current is not None:
+            elsewhere = [
+                activity
+                for call in self.call_activities
+                for activity in call
+                if activity.stream is not None and activity.stream != current
+            ]
+            if elsewhere:
+                report.other_stream_activities = len(elsewhere)
+                report.warnings.append(
+                    f"work outside the current stream: {len(elsewhere)} kernels or copies of "
+                    f"{len(self.call_activities)} calls ran on other streams; timed on all "
+                    "streams (device-wide synchronise)"
+                )
+        return report
 
 
 Monitor = FallbackMonitor | CudaFallbackMonitor
@@ -857,6 +893,14 @@ def prepare_monitoring(device: torch.device) -> None:
     torch.cuda.synchronize(device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
         torch.cuda.synchronize(device)
+    # Which profiler stream id is the current stream: one tiny kernel launched on it.
+    probe = torch.zeros(1, device=device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+        probe.add_(1)
+        torch.cuda.synchronize(device)
+    streams = {a.stream for a in activities_from_profile(profiler) if a.kind == KERNEL}
+    if len(streams) == 1 and None not in streams:
+        _CURRENT_STREAMS[device.index or 0] = streams.pop()
 
 
 def monitor_for(

@@ -225,8 +225,11 @@ def test_pytorch_doing_the_work_is_fallback(shares, case):
 
 def test_trivial_triton_part_is_counted_but_small(shares):
     report = shares["triton_trivial_part"]
-    assert 0 < report["own_s"] < report["compute_s"]  # the touch kernel is recognised
-    assert any(op["launched_by"] == "aten::mm" for op in report["top_ops"])  # cuBLAS listed
+    assert 0 < report["own_s"] < 0.05 * report["compute_s"]  # the touch kernel is recognised
+    # The reduction ran in cuBLAS (torch.matmul against a column of ones: a gemv on the
+    # H200 with torch 2.11), and it is counted on the PyTorch side.
+    kernels = {name for call in report["kernels_per_call"] for name, *_ in call}
+    assert any("gemv" in name or "gemm" in name for name in kernels), sorted(kernels)
 
 
 def test_runner_marks_fallbacks_and_records_scan_warnings(tiny_suite, tmp_path):
