@@ -7,6 +7,6 @@ class AccountsConfig(AppConfig):
 
     def ready(self) -> None:
         # Failed and successful log-ins (pages, HTTP Basic on the API) feed the lockout.
-        from . import lockout
+        from . import checks, lockout  # noqa: F401 - checks registers itself
 
         lockout.connect_signals()

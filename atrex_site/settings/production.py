@@ -17,6 +17,15 @@ SECURE_HSTS_PRELOAD = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+# The API answers JSON only: the browsable API's pages need inline scripts, which the
+# Content-Security-Policy refuses (atrex_site.security).
+REST_FRAMEWORK = {  # noqa: F405
+    **REST_FRAMEWORK,  # noqa: F405
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+}
 
 # Submissions' code runs only in the full sandbox: a missing protection fails the run.
 ATREX = {**ATREX, "SANDBOX": env.str("ATREX_SANDBOX", default="required")}  # noqa: F405

@@ -24,21 +24,52 @@ def test_production_refuses_to_start_without_a_secret_key():
     assert "DJANGO_SECRET_KEY" in result.stderr
 
 
-def test_production_starts_with_its_secrets_and_passes_the_deploy_check(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT,
-        env={
-            **{k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")},
-            "DJANGO_SETTINGS_MODULE": "atrex_site.settings.production",
-            "DJANGO_SECRET_KEY": "x" * 64 + "a-long-random-looking-production-key-123",
-            "DJANGO_ALLOWED_HOSTS": "atrex.example.org",
-            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        },
-        capture_output=True,
-        text=True,
+def _production(tmp_path, *argv: str, **extra_env: str) -> subprocess.CompletedProcess:
+    """``manage.py ARGV`` with the production settings and its environment set to test
+    values (nothing is contacted: the check reads the settings only)."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "ATREX_"))},
+        "DJANGO_SETTINGS_MODULE": "atrex_site.settings.production",
+        "DJANGO_SECRET_KEY": "x" * 64 + "a-long-random-looking-production-key-123",
+        "DJANGO_ALLOWED_HOSTS": "atrex.example.org",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "DJANGO_CACHE_URL": "redis://127.0.0.1:6379/1",
+        **extra_env,
+    }
+    return subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True
     )
+
+
+def test_production_starts_with_its_secrets_and_passes_the_deploy_check(tmp_path):
+    result = _production(tmp_path, "manage.py", "check", "--deploy", "--fail-level", "WARNING")
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_the_deploy_check_wants_a_shared_cache_for_the_rate_limits(tmp_path):
+    result = _production(
+        tmp_path, "manage.py", "check", "--deploy", "--fail-level", "WARNING",
+        DJANGO_CACHE_URL="locmemcache://",
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "atrex.W001" in result.stderr and "DJANGO_CACHE_URL" in result.stderr
+
+
+def test_production_hardening_is_on(tmp_path):
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_HSTS_SECONDS > 0, "
+        "s.SECURE_SSL_REDIRECT, s.X_FRAME_OPTIONS, s.SECURE_REFERRER_POLICY, "
+        "s.SECURE_CONTENT_TYPE_NOSNIFF, "
+        "'atrex_site.security.ContentSecurityPolicyMiddleware' in s.MIDDLEWARE, "
+        "s.REST_FRAMEWORK['DEFAULT_RENDERER_CLASSES'])"
+    )
+    result = _production(tmp_path, "-c", code)
+    assert result.stdout.split() == [
+        "True", "True", "True", "True", "DENY", "same-origin", "True", "True",
+        "['rest_framework.renderers.JSONRenderer']",
+    ], result.stderr  # fmt: skip
 
 
 def test_database_and_broker_come_from_the_environment(tmp_path):
