@@ -256,8 +256,12 @@ def _follow(
             )
             outcome.unfinished_status, outcome.unfinished_error = "timeout", outcome.error
             return
-        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+        ready, _, _ = select.select([fd], [], [], min(left, MEMORY_CHECK_INTERVAL_S))
         if not ready:
+            if process.poll() is not None:
+                # The child is gone and nothing more is waiting: processes it left behind
+                # may still hold the pipe open, so do not wait for end-of-file.
+                break
             continue
         data = os.read(fd, _READ_CHUNK)
         if not data:
@@ -293,6 +297,8 @@ def _follow(
                 finished = True
             elif event == "done":
                 finished = True
+        if finished:
+            break  # the child's last word: what follows (e.g. from its forks) is ignored
     try:
         process.wait(timeout=30)
     except subprocess.TimeoutExpired:

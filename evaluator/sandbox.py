@@ -37,6 +37,7 @@ import stat
 import subprocess
 import sys
 import sysconfig
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -340,6 +341,8 @@ class ChildSandbox:
     """The sandbox user's uid when the parent is root; None when it cannot switch."""
     gid: int | None
     privileged: bool
+    devices: list[str] = field(default_factory=list)
+    """Device files the child must open read-write (the GPU's), checked before the switch."""
     report_fd: int = -1
     report: dict[str, Any] = field(default_factory=dict)
 
@@ -371,6 +374,11 @@ class ChildSandbox:
             "open_files": (resource.RLIMIT_NOFILE, policy.open_files, policy.open_files),
             "processes": (resource.RLIMIT_NPROC, policy.max_processes, policy.max_processes),
         }
+        if self.uid is None and os.getuid() != 0:
+            # RLIMIT_NPROC counts every process of the user: on a developer's machine that
+            # is their whole desktop, so the limit only applies to the sandbox user.
+            del limits["processes"]
+            missing["processes"] = "not limited: the child keeps the caller's user"
         applied = {}
         for name, (which, soft, hard) in limits.items():
             _, current_hard = resource.getrlimit(which)
@@ -483,6 +491,9 @@ class ChildSandbox:
         ]
         if not os.access(self.private_tmp, os.W_OK | os.X_OK, effective_ids=True):
             unreadable.append(self.private_tmp)
+        unreadable += [
+            d for d in self.devices if not os.access(d, os.R_OK | os.W_OK, effective_ids=True)
+        ]
         if unreadable:
             os.seteuid(0)
             os.setresgid(0, 0, 0)
@@ -584,8 +595,16 @@ class Sandbox:
         # A hidden path that holds a runtime path is covered and the runtime bound back;
         # one inside a runtime path is hidden as asked, except the runtime roots themselves.
         hidden -= set(keep)
+        devices = []
+        if self.device == "cuda":
+            devices = sorted(
+                str(p)
+                for p in Path("/dev").glob("nvidia*")
+                if p.exists() and stat.S_ISCHR(p.stat().st_mode)
+            )
         return ChildSandbox(
             policy=self.policy,
+            devices=devices,
             private_tmp=os.path.realpath(private),
             bundle_dir=str(bundle_dir) if bundle_dir else None,
             keep=keep,
@@ -805,7 +824,7 @@ def tree_rss_bytes(session: int, uid: int | None = None) -> int:
 def kill_tree(session: int, uid: int | None = None, rounds: int = 20) -> None:
     """Kill the child's whole tree and reap the orphans adopted by this process."""
     me = os.getpid()
-    for _ in range(rounds):
+    for attempt in range(rounds):
         pids = descendants(session, uid)
         try:
             os.killpg(session, signal.SIGKILL)
@@ -813,6 +832,8 @@ def kill_tree(session: int, uid: int | None = None, rounds: int = 20) -> None:
             pass
         if not pids:
             return
+        if attempt:
+            time.sleep(0.05)  # SIGKILL is delivered asynchronously
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
