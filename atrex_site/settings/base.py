@@ -113,6 +113,10 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # Uploads are never served by URL: owners download them through a view that sends them
 # as attachments, so user content is never rendered from the site's origin.
 MEDIA_ROOT = Path(env.str("DJANGO_MEDIA_ROOT", default=str(VAR_DIR / "media")))
+# Uploads are readable by the site's own user and group only: a second layer under the
+# evaluation sandbox, whose user cannot read them even where its mounts are missing.
+FILE_UPLOAD_PERMISSIONS = 0o640
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o750
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
