@@ -297,11 +297,13 @@ def evaluator_for(
     python: str = "",
     extra_args: list[str] | None = None,
     sandbox_args: list[str] | None = None,
+    on_progress: Callable[[dict], None] | None = None,
 ) -> Evaluate:
     """An ``Evaluate`` that runs one round's source through ``python -m evaluator run`` on
     the operator's public shapes, in its own folder under ``work_root``. ``sandbox_args``
     None uses the site's sandbox options (Django settings); a caller without Django passes
-    its own (``[]``: the evaluator's defaults)."""
+    its own (``[]``: the evaluator's defaults). ``on_progress`` gets the evaluator's
+    progress events and a heartbeat at each poll."""
 
     def evaluate(operator: str, source: str, number: int) -> dict[str, Any]:
         folder = Path(work_root) / operator / f"round-{number}"
@@ -327,7 +329,7 @@ def evaluator_for(
                 *(extra_args or []),
             ],
         )
-        return run_evaluator(job).results or {}
+        return run_evaluator(job, on_progress=on_progress).results or {}
 
     return evaluate
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 
 from celery import current_app
@@ -265,6 +267,32 @@ def _spec(campaign: Campaign) -> loop.CampaignSpec:
     )
 
 
+def _heartbeat(campaign: Campaign):
+    """Record that this worker still runs the campaign (at most once per interval)."""
+    interval = float(settings.ATREX["HEARTBEAT_INTERVAL_S"])
+    last = [0.0]
+
+    def beat(event: dict | None = None) -> None:
+        now = time.monotonic()
+        if now - last[0] >= interval:
+            last[0] = now
+            Campaign.objects.filter(pk=campaign.pk, status=Campaign.Status.RUNNING).update(
+                heartbeat_at=timezone.now()
+            )
+
+    return beat
+
+
+def campaign_stale_after(campaign: Campaign) -> timedelta:
+    """How long a running campaign may go without a heartbeat before its worker counts as
+    lost: the site's stale limit, or longer than one agent call with all its retries (no
+    heartbeat is written while the portal waits for the agent)."""
+    attempts = settings.ATREX["AGENT_RETRIES"] + 1
+    backoff = settings.ATREX["AGENT_BACKOFF_S"] * (2**attempts)
+    call = float(campaign.plan.get("seconds_per_call", 0)) * attempts + backoff
+    return timedelta(seconds=max(float(settings.ATREX["HEARTBEAT_STALE_S"]), call + 60.0))
+
+
 def _evaluator(campaign: Campaign, spec: loop.CampaignSpec) -> loop.Evaluate:
     budget = settings.ATREX.get("TIME_BUDGET_S")
     return loop.evaluator_for(
@@ -276,6 +304,7 @@ def _evaluator(campaign: Campaign, spec: loop.CampaignSpec) -> loop.Evaluate:
         timeout_s=settings.ATREX["EVALUATION_TIMEOUT_S"],
         python=settings.ATREX["EVALUATOR_PYTHON"],
         extra_args=["--time-budget-s", str(budget)] if budget else [],
+        on_progress=_heartbeat(campaign),
     )
 
 
@@ -295,10 +324,48 @@ def _records(campaign: Campaign, operator: str) -> list[loop.RoundRecord]:
     ]
 
 
+def _take(campaign: Campaign) -> bool:
+    """Start a queued campaign, or take over a running one whose worker was lost (its
+    message came back and no heartbeat came for ``campaign_stale_after``). Compare-and-set:
+    one worker only."""
+    now = timezone.now()
+    if Campaign.objects.filter(pk=campaign.pk, status=Campaign.Status.QUEUED).update(
+        status=Campaign.Status.RUNNING, started_at=now, heartbeat_at=now
+    ):
+        return True
+    if campaign.status != Campaign.Status.RUNNING:
+        return False
+    if campaign.heartbeat_at and campaign.heartbeat_at >= now - campaign_stale_after(campaign):
+        return False
+    taken = Campaign.objects.filter(
+        pk=campaign.pk, status=Campaign.Status.RUNNING, heartbeat_at=campaign.heartbeat_at
+    ).update(heartbeat_at=now)
+    if taken:
+        logger.warning("campaign %s lost its worker: taken over, stored rounds kept", campaign.pk)
+    return bool(taken)
+
+
+def _resume_point(campaign: Campaign, operator: str) -> tuple[int, dict | None] | None:
+    """Where an operator's line continues (first round, feedback), None when it is done."""
+    last = campaign.rounds.filter(operator=operator).order_by("-number").first()
+    if last is None:
+        return 1, None
+    if last.number >= int(campaign.plan["rounds_per_operator"]):
+        return None
+    if last.status == CampaignRound.Status.EVALUATED:
+        return last.number + 1, last.feedback
+    if last.error_code in loop.FATAL_CODES:
+        return None
+    error = f"[{last.error_code}] {last.error_message}"
+    return last.number + 1, {"status": "rejected", "error": error, "score": 0.0, "shapes": []}
+
+
 def campaign_execute(*, campaign_id: int) -> Campaign | None:
     """Run a queued campaign's rounds, then submit its kept kernels as the bundle.
 
-    Idempotent: a campaign that is not queued is left alone. Rounds are stored as they end.
+    Idempotent: a campaign that is neither queued nor abandoned by a lost worker is left
+    alone. Rounds are stored as they end, so a campaign taken over after a lost worker
+    continues where it stopped (a round asked again carries the same idempotency key).
     """
     campaign = (
         Campaign.objects.select_related(
@@ -310,28 +377,27 @@ def campaign_execute(*, campaign_id: int) -> Campaign | None:
     if campaign is None:
         logger.warning("campaign %s does not exist: message dropped", campaign_id)
         return None
-    now = timezone.now()
-    taken = Campaign.objects.filter(pk=campaign.pk, status=Campaign.Status.QUEUED).update(
-        status=Campaign.Status.RUNNING, started_at=now, heartbeat_at=now
-    )
-    if not taken:
-        logger.info("campaign %s is %s, not queued: nothing to do", campaign.pk, campaign.status)
+    if not _take(campaign):
+        logger.info("campaign %s is %s and held: nothing to do", campaign.pk, campaign.status)
         return campaign
     campaign.refresh_from_db()
-    started = timezone.now()
     try:
         spec = _spec(campaign)
         client = endpoint_client(endpoint=campaign.endpoint, plan=campaign.plan)
         evaluate = _evaluator(campaign, spec)
         kept: dict[str, loop.RoundRecord] = {}
         for operator in spec.operators:
-            loop.run_operator(
-                spec,
-                operator=operator,
-                client=client,
-                evaluate=evaluate,
-                on_round=lambda record: _save_round(campaign, record),
-            )
+            resume = _resume_point(campaign, operator)
+            if resume is not None:
+                loop.run_operator(
+                    spec,
+                    operator=operator,
+                    client=client,
+                    evaluate=evaluate,
+                    on_round=lambda record: _save_round(campaign, record),
+                    first_round=resume[0],
+                    feedback=resume[1],
+                )
             best = loop.best_round(_records(campaign, operator))
             if best is not None:
                 kept[operator] = best
@@ -343,12 +409,12 @@ def campaign_execute(*, campaign_id: int) -> Campaign | None:
             if isinstance(exc, PlatformError)
             else PlatformError(f"{type(exc).__name__}: {exc}", code="platform:campaign-error")
         )
-        _campaign_end(campaign, started, failure=error)
+        _campaign_end(campaign, failure=error)
         return campaign
     if not kept:
-        _campaign_end(campaign, started, failure=_no_kernel_error(campaign))
+        _campaign_end(campaign, failure=_no_kernel_error(campaign))
         return campaign
-    _campaign_end(campaign, started)
+    _campaign_end(campaign)
     _submit_kept(campaign, kept)
     return campaign
 
@@ -376,7 +442,7 @@ def _no_kernel_error(campaign: Campaign) -> UserError:
     )
 
 
-def _campaign_end(campaign: Campaign, started, *, failure: AtrexError | None = None) -> None:
+def _campaign_end(campaign: Campaign, *, failure: AtrexError | None = None) -> None:
     totals = campaign.rounds.aggregate(
         input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), cost=Sum("cost_usd")
     )
@@ -385,7 +451,7 @@ def _campaign_end(campaign: Campaign, started, *, failure: AtrexError | None = N
     Campaign.objects.filter(pk=campaign.pk).update(
         status=Campaign.Status.FAILED if failure else Campaign.Status.FINISHED,
         finished_at=finished,
-        wall_s=(finished - started).total_seconds(),
+        wall_s=(finished - (campaign.started_at or finished)).total_seconds(),
         rounds_used=campaign.rounds.count(),
         input_tokens=totals["input_tokens"],
         output_tokens=totals["output_tokens"],
