@@ -65,13 +65,13 @@ def known_queues(*, workers: list[WorkerView]) -> list[str]:
     return sorted(queues)
 
 
-def broker_queue_sizes(queues: list[str]) -> tuple[dict[str, int | None], str]:
+def broker_queue_sizes(queues: list[str], *, app=None) -> tuple[dict[str, int | None], str]:
     """Waiting messages per queue, asked of the broker through kombu (a passive declare:
     Redis LLEN of the queue's lists, a count of message files on the filesystem broker).
     An absent queue is empty. Returns the sizes and the broker error, if any."""
     sizes: dict[str, int | None] = {}
     try:
-        with current_app.connection_for_read() as conn:
+        with (app or current_app).connection_for_read() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
             channel = conn.default_channel
             for queue in queues:

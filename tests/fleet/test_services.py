@@ -3,6 +3,7 @@ the hardware profile of a queue, staff-only access."""
 
 from __future__ import annotations
 
+import socket
 from datetime import timedelta
 
 import pytest
@@ -111,3 +112,31 @@ def test_the_admin_list_links_to_the_status_page(client):
     page = client.get("/admin/fleet/workernode/")
     assert page.status_code == 200
     assert 'href="/staff/fleet/"' in page.content.decode()
+
+
+def test_queue_depth_on_the_filesystem_broker_counts_message_files(tmp_path):
+    from celery import Celery
+
+    app = Celery("fleet-fs-test", broker="filesystem://")
+    (tmp_path / "control").mkdir()
+    app.conf.broker_transport_options = {
+        "data_folder_in": str(tmp_path),
+        "data_folder_out": str(tmp_path),
+        "control_folder": str(tmp_path / "control"),
+        "store_processed": False,
+    }
+    for run_id in (1, 2):
+        app.send_task("submissions.evaluate_run", args=[run_id], queue="eval.h20")
+    sizes, error = selectors.broker_queue_sizes(["eval.h20", "site"], app=app)
+    assert (sizes, error) == ({"eval.h20": 2, "site": 0}, "")
+
+
+def test_an_unreachable_broker_is_reported_not_raised():
+    from celery import Celery
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    app = Celery("fleet-down-test", broker=f"redis://127.0.0.1:{port}/0")
+    sizes, error = selectors.broker_queue_sizes(["eval.h20"], app=app)
+    assert sizes == {"eval.h20": None} and "Error" in error
