@@ -1,10 +1,16 @@
-"""Demo data: the H200 traces under results/ imported as applications, and a draft suite
-version proposed from them (called by ``seed_demo``; see ``demo_traces_load``)."""
+"""Demo data: the traces recorded on the H200 (results/traces/), imported as three
+applications, and a draft of atrex-bench v1 proposed from them.
+
+The applications' card-hours are illustrative (the demo has no production fleet); the
+traces are real recordings by scripts/record_trace.py, whose own metadata (model, batches,
+GPU, torch) travels inside each file.
+"""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from leaderboard.models import SuiteVersion
 
@@ -13,19 +19,45 @@ from .models import Proposal, Trace
 from .proposal import Parameters
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-DEMO_MANIFEST = PROJECT_ROOT / "results" / "traces" / "manifest.json"
+DEMO_DIR = PROJECT_ROOT / "results" / "traces"
+DEMO_TRACES: list[dict[str, Any]] = [
+    {
+        "file": "h200-llama3-8b.json.gz",
+        "application": "chat (Llama-3-8B shaped)",
+        "card_hours": 1200.0,
+    },
+    {
+        "file": "h200-qwen2.5-7b.json.gz",
+        "application": "assistant (Qwen2.5-7B shaped)",
+        "card_hours": 800.0,
+    },
+    {
+        "file": "h200-qwen3-30b-a3b.json.gz",
+        "application": "MoE chat (Qwen3-30B-A3B shaped)",
+        "card_hours": 2000.0,
+    },
+]
+DEMO_NOTES = (
+    "Recorded on an NVIDIA H200 by scripts/record_trace.py (torch.profiler, record_shapes, "
+    "random weights, a mix of prefill and decode batches); card-hours illustrative."
+)
 
 
 def demo_traces_load(
-    *, manifest: Path = DEMO_MANIFEST, base_slug: str = "atrex-bench-v1", label: str = "v1-trace"
+    *,
+    directory: Path = DEMO_DIR,
+    traces: Sequence[dict[str, Any]] = DEMO_TRACES,
+    base_slug: str = "atrex-bench-v1",
+    label: str = "v1-trace",
+    parameters: Parameters | None = None,
 ) -> Proposal | None:
-    """Import the traces a manifest lists ({"traces": [{"file", "application",
-    "card_hours", "notes"}]}, files beside it) and propose ``label`` from ``base_slug``.
+    """Import the demo traces (once: an upload with the same sha256 is reused) and propose
+    ``label`` from ``base_slug``; the existing proposal of that label if there is one.
 
-    Idempotent: a trace already imported (same sha256) is not imported again, an existing
-    proposal of that label is returned. None when the manifest or the base is missing.
+    None when a trace file or the base version is missing (nothing is imported then).
     """
-    if not manifest.is_file():
+    paths = [directory / item["file"] for item in traces]
+    if not all(path.is_file() for path in paths):
         return None
     base = next(
         (v for v in SuiteVersion.objects.filter(status="published") if v.slug == base_slug), None
@@ -35,28 +67,20 @@ def demo_traces_load(
     existing = Proposal.objects.filter(draft__name=base.name, draft__version=label).first()
     if existing is not None:
         return existing
-    data = json.loads(manifest.read_text(encoding="utf-8"))
-    traces = []
-    for item in data["traces"]:
+    imported = []
+    for item, path in zip(traces, paths, strict=True):
         application = services.application_upsert(
             name=item["application"], card_hours=float(item["card_hours"])
         )
-        path = manifest.parent / item["file"]
         with path.open("rb") as stream:
-            sha = services.upload_digest(stream)[0]
-            done = Trace.objects.filter(sha256=sha, status=Trace.Status.IMPORTED).first()
-            traces.append(
+            sha256, _ = services.upload_digest(stream)
+            done = Trace.objects.filter(sha256=sha256, status=Trace.Status.IMPORTED).first()
+            imported.append(
                 done
                 or services.trace_upload(
-                    upload=stream,
-                    name=path.name,
-                    application=application,
-                    notes=item.get("notes", ""),
+                    upload=stream, name=path.name, application=application, notes=DEMO_NOTES
                 )
             )
     return services.proposal_create(
-        base=base,
-        traces=traces,
-        version_label=label,
-        parameters=Parameters(**data.get("parameters", {})),
+        base=base, traces=imported, version_label=label, parameters=parameters or Parameters()
     )

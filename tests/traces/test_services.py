@@ -121,3 +121,20 @@ def test_a_proposal_is_a_draft_with_new_shapes_whose_diff_is_shown_and_which_pub
     published = curation.suite_version_publish(draft=draft, actor=user)
     assert published.is_published
     assert published.definition["content_hash"] == published.content_hash
+
+
+def test_demo_loader_imports_once_and_proposes_once(catalogue, vllm_moe_trace, tmp_path):
+    from traces.demo import demo_traces_load
+
+    listed = [{"file": "moe.json.gz", "application": "moe chat", "card_hours": 50.0}]
+    assert demo_traces_load(directory=tmp_path, traces=listed, base_slug=catalogue.slug) is None
+    (tmp_path / "moe.json.gz").write_bytes(vllm_moe_trace.read_bytes())
+    first = demo_traces_load(
+        directory=tmp_path, traces=listed, base_slug=catalogue.slug, label="v0.1-demo"
+    )
+    again = demo_traces_load(
+        directory=tmp_path, traces=listed, base_slug=catalogue.slug, label="v0.1-demo"
+    )
+    assert first is not None and again == first
+    assert Trace.objects.count() == 1 and first.draft.version == "v0.1-demo"
+    assert "card-hours illustrative" in Trace.objects.get().provenance["notes"]
