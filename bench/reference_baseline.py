@@ -108,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.monotonic() + args.deadline_s
     for slug in operators:
         spec = get_operator(slug)
+        entry = {"operator": slug, "score_if_counted": 0.0, "shapes": []}
+        report["operators"].append(entry)  # written after every shape: a killed run keeps them
         if args.mode == "compile":
             torch._dynamo.reset()
             # Past the recompile limit dynamo silently runs eager: lift it, so that every
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("recompile_limit", "cache_size_limit"):
                 if hasattr(torch._dynamo.config, name):
                     setattr(torch._dynamo.config, name, 4096)
-        shapes = []
+        shapes = entry["shapes"]
         for shape in suite.shapes_for(slug, args.shape_set):
             row = {"shape_id": shape.shape_id, "weight": shape.weight}
             if time.monotonic() > deadline:
@@ -148,9 +150,10 @@ def main(argv: list[str] | None = None) -> int:
                 ),
             )
             shapes.append(row)
+            out.write_text(json.dumps(report, indent=1))
         done = [s for s in shapes if s["status"] == "pass"]
         score = operator_score([s for s in shapes if s["status"] != "not_run"]) if done else 0.0
-        report["operators"].append({"operator": slug, "score_if_counted": score, "shapes": shapes})
+        entry["score_if_counted"] = score
         slowest = max(done, key=lambda s: s["time_ms"], default=None)
         print(
             f"{slug:32s} shapes {len(done):3d}/{len(shapes):3d}  "

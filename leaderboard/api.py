@@ -123,6 +123,12 @@ class BoardRowSerializer(serializers.Serializer):
     geomean_speedup_eager = serializers.FloatField(
         source="score.geomean_speedup_eager", allow_null=True
     )
+    geomean_speedup_compile = serializers.FloatField(
+        source="score.geomean_speedup_compile",
+        allow_null=True,
+        help_text="Geometric-mean speedup over the torch.compile baseline of this board "
+        "(null until one is published).",
+    )
     operator_scores = serializers.DictField(
         source="score.operator_scores",
         child=serializers.FloatField(),

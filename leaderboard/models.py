@@ -177,6 +177,9 @@ class Score(models.Model):
     real_pass_rate = models.FloatField()
     fallback_rate = models.FloatField()
     geomean_speedup_eager = models.FloatField(null=True)
+    # Against the torch.compile baseline of the same suite version and hardware, over the
+    # shapes that both ran (None until that baseline is published).
+    geomean_speedup_compile = models.FloatField(null=True)
     # operator slug -> operator score
     operator_scores = models.JSONField(default=dict)
     published_at = models.DateTimeField()

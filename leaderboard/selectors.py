@@ -54,6 +54,7 @@ SORT_FIELDS: dict[str, str] = {
     "apparent_pass_rate": "apparent_pass_rate",
     "fallback_rate": "fallback_rate",
     "speedup": "geomean_speedup_eager",
+    "speedup_compile": "geomean_speedup_compile",
     "date": "published_at",
     "submission": "submission__title",
     "kind": "submission__kind",

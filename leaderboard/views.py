@@ -87,6 +87,7 @@ BOARD_COLUMNS: list[tuple[str, str, bool]] = [
     ("apparent_pass_rate", "Apparent pass", True),
     ("fallback_rate", "Fallback", True),
     ("speedup", "Speedup vs eager", True),
+    ("speedup_compile", "Speedup vs torch.compile", True),
 ]
 
 
@@ -252,6 +253,7 @@ BOARD_FIELDS = [
     "apparent_pass_rate",
     "fallback_rate",
     "geomean_speedup_eager",
+    "geomean_speedup_compile",
     "published_at",
 ]
 
@@ -280,6 +282,7 @@ def _board_records(context: dict[str, Any]) -> list[dict[str, Any]]:
                 "apparent_pass_rate": score.apparent_pass_rate,
                 "fallback_rate": score.fallback_rate,
                 "geomean_speedup_eager": score.geomean_speedup_eager,
+                "geomean_speedup_compile": score.geomean_speedup_compile,
                 "published_at": score.published_at,
                 "operator_scores": score.operator_scores,
             }

@@ -2,9 +2,10 @@
 job), with their provenance: the baseline rows of the board.
 
 Two formats are read: the evaluator's ``results.json`` (schema ``atrex-results/1``), and
-the eager-reference baseline written by ``bench/reference_baseline.py``, whose shapes are
-all PyTorch by definition and are therefore imported as ``fallback`` (score 0; their
-times are the speedup denominator).
+the PyTorch baselines written by ``bench/reference_baseline.py`` (``--mode eager`` or
+``--mode compile``), whose shapes are all PyTorch by definition and are therefore imported
+as ``fallback`` (score 0; their times are the denominators of the speedups over eager and
+over torch.compile). A baseline's kind is kept in ``Submission.manifest["baseline"]``.
 """
 
 from __future__ import annotations
@@ -14,32 +15,46 @@ from django.utils import timezone
 
 from evaluator.errors import UserError
 from leaderboard.models import HardwareProfile, SuiteVersion
+from leaderboard.services import COMPILE_BASELINE, scores_refresh_compile_speedup
 
 from . import services
 from .models import EvaluationRun, StatusChange, Submission
 
 EAGER_MARK = "PyTorch eager reference"
+COMPILE_MARK = "torch.compile of the PyTorch reference"
 
 
-def _eager_baseline_as_results(report: dict) -> dict:
-    """The reference-baseline report in the evaluator's results schema (all fallback)."""
+def _baseline_kind(report: dict) -> str | None:
+    what = str(report.get("what", ""))
+    if what.startswith(EAGER_MARK):
+        return "eager"
+    if what.startswith(COMPILE_MARK):
+        return COMPILE_BASELINE
+    return None
+
+
+def _baseline_as_results(report: dict) -> dict:
+    """A reference-baseline report (eager or compiled) in the evaluator's results schema
+    (all fallback). Shapes a deadline left unmeasured are ``missing``."""
+    eager = _baseline_kind(report) == "eager"
     operators = []
     for operator in report["operators"]:
         shapes = []
         for shape in operator["shapes"]:
             measured = shape.get("status") == "pass"
+            unmeasured = "missing" if shape.get("status") == "not_run" else "runtime_error"
             shapes.append(
                 {
                     "shape_id": shape["shape_id"],
                     "weight": shape["weight"],
-                    "status": "fallback" if measured else "runtime_error",
+                    "status": "fallback" if measured else unmeasured,
                     "time_ms": shape.get("time_ms"),
                     "time_spread_ms": shape.get("time_spread_ms"),
                     "reps": shape.get("reps"),
-                    "reference_time_ms": shape.get("time_ms"),
+                    "reference_time_ms": shape.get("time_ms") if eager else None,
                     "t_sol_ms": shape.get("t_sol_ms"),
                     "roofline_fraction": shape.get("roofline_fraction"),
-                    "speedup": 1.0 if measured else None,
+                    "speedup": 1.0 if measured and eager else None,
                     "own_kernel_share": 0.0 if measured else None,
                     "error": None if measured else shape.get("error"),
                 }
@@ -84,12 +99,16 @@ def submission_import_results(
 ) -> Submission:
     """Create a published submission from results measured elsewhere, with a history entry
     and notes that say where they came from."""
+    baseline_kind = _baseline_kind(report)
     if report.get("schema") == "atrex-results/1":
         results = report
-    elif str(report.get("what", "")).startswith(EAGER_MARK):
-        results = _eager_baseline_as_results(report)
+    elif baseline_kind is not None:
+        results = _baseline_as_results(report)
     else:
-        raise UserError("Not an evaluator results file nor an eager baseline report.")
+        raise UserError(
+            "Not an evaluator results file nor a baseline report of "
+            "bench/reference_baseline.py."
+        )
     _check_shapes(results, suite_version)
     with transaction.atomic():
         submission = Submission.objects.create(
@@ -101,6 +120,7 @@ def submission_import_results(
             notes=provenance_note,
             is_baseline=is_baseline,
             upload_name="",
+            manifest={"baseline": baseline_kind} if baseline_kind else {},
         )
         StatusChange.objects.create(submission=submission, to_status=Submission.Status.RECEIVED)
         services.submission_transition(
@@ -120,4 +140,8 @@ def submission_import_results(
         )
     services.evaluation_run_score_and_publish(run=run, results=results)
     submission.refresh_from_db()
+    if baseline_kind == COMPILE_BASELINE and submission.status == Submission.Status.PUBLISHED:
+        scores_refresh_compile_speedup(
+            suite_version_id=suite_version.pk, hardware_id=hardware.pk
+        )
     return submission

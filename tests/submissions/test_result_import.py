@@ -72,3 +72,65 @@ def test_the_command_refuses_a_file_that_is_not_results(v1, tmp_path):
         call_command(
             "import_results", str(bogus), suite="atrex-bench-v1", hardware="h200-sxm", title="x"
         )
+
+
+TRITON_V01 = REPO_ROOT / "results" / "2026-11-29-h200" / "triton-baseline-v0.1-h200.json"
+
+
+def _compile_report_at(factor: float) -> dict:
+    """A torch.compile baseline report whose every shape took ``factor`` times the
+    Triton baseline's measured time (so the speedup over it is exactly ``factor``)."""
+    triton = json.loads(TRITON_V01.read_text())
+    return {
+        "what": "torch.compile of the PyTorch reference of every operator, timed by the "
+        "evaluator's timer",
+        "mode": "compile",
+        "suite": triton["suite"],
+        "environment": triton["environment"],
+        "operators": [
+            {
+                "operator": op["operator"],
+                "shapes": [
+                    {
+                        "shape_id": shape["shape_id"],
+                        "weight": shape["weight"],
+                        "status": "pass",
+                        "time_ms": shape["time_ms"] * factor,
+                        "t_sol_ms": shape["t_sol_ms"],
+                        "roofline_fraction": shape["roofline_fraction"] / factor,
+                    }
+                    for shape in op["shapes"]
+                ],
+            }
+            for op in triton["operators"]
+        ],
+    }
+
+
+@pytest.mark.parametrize("compile_first", [True, False])
+def test_speedup_over_torch_compile_joins_the_compile_baseline(catalogue, user, compile_first):
+    h200 = HardwareProfile.objects.get(slug="h200-sxm")
+
+    def load(report, title):
+        return submission_import_results(
+            owner=user, report=report, suite_version=catalogue, hardware=h200,
+            title=title, provenance_note="test",
+        )  # fmt: skip
+
+    imports = [
+        (lambda: load(_compile_report_at(2.5), "torch.compile")),
+        (lambda: load(json.loads(TRITON_V01.read_text()), "triton")),
+    ]
+    if not compile_first:
+        imports.reverse()
+    for run_import in imports:
+        run_import()
+    compiled = Submission.objects.get(title="torch.compile")
+    triton = Submission.objects.get(title="triton")
+    assert compiled.manifest == {"baseline": "torch.compile"}
+    assert compiled.score.aggregate == 0 and compiled.score.fallback_rate == 1
+    assert compiled.score.geomean_speedup_compile is None  # no passing shape of its own
+    assert triton.score.geomean_speedup_compile == pytest.approx(2.5, rel=1e-9)
+    assert triton.score.geomean_speedup_eager == pytest.approx(
+        triton.runs.get().results["scores"]["geomean_speedup_eager"]
+    )
