@@ -5,6 +5,7 @@ test PostgreSQL and Redis; the compose file is checked with the compose client."
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -236,3 +237,20 @@ def test_gpu_node_starts_one_pinned_worker_per_gpu(
     # TERM reached both workers: each shut down warmly and said so.
     assert {w.status for w in workers.values()} == {"stopped"}, log.read_text()[-3000:]
     assert code is not None
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_migrate_command_migrates_and_loads_the_suites(
+    tmp_path, close_other_db_sessions_at_the_end
+):
+    from leaderboard.models import HardwareProfile, SuiteVersion
+
+    completed = subprocess.run(
+        [str(ENTRYPOINT), "migrate"], env=production_env(tmp_path), cwd=tmp_path,
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert re.search(r"^suite atrex-bench-v1: \d+ shapes", completed.stdout, re.M)
+    assert SuiteVersion.objects.filter(name="atrex-bench", version="v1").exists()
+    assert HardwareProfile.objects.filter(slug="h200-sxm").exists()
