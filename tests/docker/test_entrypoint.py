@@ -254,3 +254,25 @@ def test_migrate_command_migrates_and_loads_the_suites(
     assert re.search(r"^suite atrex-bench-v1: \d+ shapes", completed.stdout, re.M)
     assert SuiteVersion.objects.filter(name="atrex-bench", version="v1").exists()
     assert HardwareProfile.objects.filter(slug="h200-sxm").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_site_worker_registers_on_the_site_queue_without_ceilings(
+    tmp_path, close_other_db_sessions_at_the_end
+):
+    env = production_env(tmp_path, ATREX_FLEET_HEARTBEAT_S="1")
+    log = tmp_path / "site-worker.log"
+    worker = start(["site-worker"], env, log)
+    name = f"site@{socket.gethostname()}"
+    try:
+        node = wait_for(
+            lambda: WorkerNode.objects.filter(name=name, status="online").first(),
+            timeout_s=90, what="the site worker online", log=log, process=worker,
+        )  # fmt: skip
+    finally:
+        stop(worker)
+    assert node.queues == ["site"] and node.hardware_profile == ""
+    # A CPU worker for site work measures nothing and says why.
+    assert node.ceilings_status == "not_measured"
+    assert "no evaluation queue" in node.ceilings_error
