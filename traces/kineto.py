@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ KEPT_METADATA = ("schemaVersion", "traceName", "displayTimeUnit", "record_shapes
 COMPACT_AT = 4 * (1 << 20)
 NO_RULE = "no rule for this operator"
 RECORDING_KEY = "atrex_recording"
+_SPACE = re.compile(r"[ \t\r\n]*")
 
 
 class _Stream:
@@ -76,8 +78,7 @@ class _Stream:
     def skip_ws(self) -> str:
         """The next non-space character (not consumed); '' at the end of the text."""
         while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in " \t\r\n":
-                self.pos += 1
+            self.pos = _SPACE.match(self.buf, self.pos).end()
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
             if not self._fill():
@@ -145,7 +146,7 @@ def iter_document(chunks: Iterator[str], name: str) -> Iterator[tuple[str, Any]]
 # --------------------------------------------------------------------------- events
 
 
-@dataclass
+@dataclass(slots=True)
 class _Op:
     thread: tuple[Any, Any]
     name: str
@@ -388,7 +389,7 @@ def _match(ops: list[_Op], rules: RuleSet) -> dict[int, _Match]:
             )
             for i, _ in taken:
                 matches[i] = match
-            at = run.index(taken[-1][0]) + 1
+            at += len(taken)
     return matches
 
 
