@@ -20,7 +20,8 @@ process for child-crash), breaks the stack while they are queued or running:
 then waits until every submission is final and prints one row per fault: pushed, final,
 published, failed, lost (not final by the deadline), duplicated (more than one succeeded
 run, published twice, or a result row twice), results ok (each published submission has
-the expected operator statuses), evaluation attempts. ``--json`` writes the rows.
+the expected operator statuses), evaluation attempts (runs), messages re-sent by the
+reaper, seconds. ``--json`` writes the rows.
 
 A bench, not a test; ``tests/submissions/test_faults.py`` runs it with small N.
 """
@@ -251,6 +252,7 @@ class FaultRow:
     duplicated: int = 0
     results_ok: int = 0
     attempts: int = 0
+    resent: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -431,7 +433,9 @@ def _count(fault: str, ids: list[int], row: FaultRow) -> None:
     row.lost = row.pushed - row.final
     row.published = sum(s.status == "published" for s in submissions)
     row.failed = sum(s.status == "failed" for s in submissions)
-    row.attempts = EvaluationRun.objects.filter(submission_id__in=ids).count()
+    runs = EvaluationRun.objects.filter(submission_id__in=ids)
+    row.attempts = runs.count()
+    row.resent = sum(max(0, count - 1) for count in runs.values_list("dispatch_count", flat=True))
     for submission in submissions:
         succeeded = submission.runs.filter(status="succeeded").count()
         published = StatusChange.objects.filter(
@@ -475,7 +479,7 @@ def drill(fault: str, stack: Stack, count: int, timeout_s: float) -> FaultRow:
 
 def print_table(rows: list[FaultRow]) -> None:
     columns = ["fault", "pushed", "final", "published", "failed", "lost", "duplicated",
-               "results_ok", "attempts", "seconds"]  # fmt: skip
+               "results_ok", "attempts", "resent", "seconds"]  # fmt: skip
     widths = [max(len(c), 16 if c == "fault" else 0) for c in columns]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
     for row in rows:

@@ -58,11 +58,15 @@ def test_worker_killed_mid_evaluation_a_new_worker_finishes_it(tmp_path):
 def test_redis_restart_loses_no_queued_submission(tmp_path):
     row = _drill("redis-restart", 2, tmp_path)
     _assert_nothing_lost(row, published=2)
+    # The queued message died with Redis; the reaper sent the run's id again.
+    assert row["resent"] >= 1, row
 
 
 def test_postgres_restart_during_a_run_loses_nothing(tmp_path):
     row = _drill("postgres-restart", 1, tmp_path)
     _assert_nothing_lost(row, published=1)
+    # The worker rode out the outage (heartbeats skipped, the store retried): one attempt.
+    assert row["attempts"] == 1, row
 
 
 def test_candidate_crashing_its_child_still_completes_with_the_operator_marked(tmp_path):
