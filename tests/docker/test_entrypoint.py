@@ -141,6 +141,7 @@ def test_compose_file_defines_the_full_stack(tmp_path):
     ):
         assert f"\n  {service}\n" in config, service
     assert "driver: nvidia" in config and "service_completed_successfully" in config
+    assert "- SYS_ADMIN" in config  # the evaluation sandbox needs it in the GPU container
     assert "DATABASE_URL: postgres://atrex:check@postgres:5432/atrex" in config
     # Without the secrets, the compose client refuses and says which one is missing.
     missing = subprocess.run(
