@@ -1,5 +1,5 @@
-"""Reads for endpoints and campaigns (the submission page's campaign section, the board's
-provenance line)."""
+"""Reads for endpoints and campaigns (the submission page's campaign section). The board
+selects an agent row's campaign with the row (``leaderboard.selectors.leaderboard_rows``)."""
 
 from __future__ import annotations
 
@@ -33,17 +33,3 @@ def campaign_section(*, submission, can_see_sources: bool) -> dict[str, Any]:
         "campaign_chart": charts.rounds_figure(rounds=rounds),
         "campaign_sources_visible": can_see_sources,
     }
-
-
-def board_provenance(*, submission_ids: list[int]) -> dict[int, Campaign]:
-    """Campaign figures for the agent rows of one board page, in one query."""
-    campaigns = Campaign.objects.filter(submission_id__in=submission_ids).only(
-        "submission_id",
-        "rounds_used",
-        "wall_s",
-        "input_tokens",
-        "output_tokens",
-        "cost_usd",
-        "status",
-    )
-    return {campaign.submission_id: campaign for campaign in campaigns}

@@ -125,7 +125,9 @@ def leaderboard_rows(
             rows = rows.filter(published_at__date__gte=filters.date_from)
         if filters.date_to:
             rows = rows.filter(published_at__date__lte=filters.date_to)
-    return rows.select_related("submission", "submission__owner").order_by(
+    # submission__campaign: an agent row's provenance (rounds, wall time, tokens, cost) in
+    # the same query (a LEFT JOIN; bundles have none).
+    return rows.select_related("submission", "submission__owner", "submission__campaign").order_by(
         *_order_by(sort_key_parse(sort))
     )
 

@@ -24,7 +24,6 @@ from django.http import (
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from agents import selectors as agent_selectors
 from evaluator.hardware import HardwareProfile as HardwareSpec
 from evaluator.roofline import t_sol_seconds
 from submissions.models import ShapeResult, Submission
@@ -135,9 +134,7 @@ def _pagination(request: HttpRequest, page: Page) -> dict[str, Any]:
     }
 
 
-def _table_item(
-    row: Score, ranks: dict[int, tuple[int, bool]], slugs, best, campaigns=None
-) -> dict[str, Any]:
+def _table_item(row: Score, ranks: dict[int, tuple[int, bool]], slugs, best) -> dict[str, Any]:
     rank, tied = ranks.get(row.pk, (None, False))
     return {
         "score": row,
@@ -145,7 +142,8 @@ def _table_item(
         "rank": rank,
         "tied": tied,
         "operator_cells": [(row.operator_scores.get(slug), best[slug]) for slug in slugs],
-        "campaign": (campaigns or {}).get(row.submission_id),
+        # An agent row's campaign (selected with the row; bundles have none).
+        "campaign": getattr(row.submission, "campaign", None),
     }
 
 
@@ -202,12 +200,6 @@ def _board_context(request: HttpRequest, *, paginate: bool = True) -> dict[str, 
     sort_label += ", high to low" if sort.startswith("-") else ", low to high"
     query = request.GET.copy()
     query.pop("page", None)
-    # Agent rows show their campaign's provenance (rounds, wall time, tokens, cost): one query.
-    campaigns = agent_selectors.board_provenance(
-        submission_ids=[
-            row.submission_id for row in [*baselines, *ranked] if row.submission.kind == "agent"
-        ]
-    )
     return {
         "suite": suite,
         "hardware": hardware,
@@ -222,8 +214,8 @@ def _board_context(request: HttpRequest, *, paginate: bool = True) -> dict[str, 
         "columns": columns,
         "op_columns": op_columns,
         "date_column": date_column,
-        "baselines": [_table_item(row, ranks, slugs, best, campaigns) for row in baselines],
-        "table": [_table_item(row, ranks, slugs, best, campaigns) for row in ranked],
+        "baselines": [_table_item(row, ranks, slugs, best) for row in baselines],
+        "table": [_table_item(row, ranks, slugs, best) for row in ranked],
         "pagination": pagination,
         "query": query.urlencode(),
     }
