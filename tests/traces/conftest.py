@@ -13,7 +13,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 RECORDER = PROJECT_ROOT / "scripts" / "record_trace.py"
 
 
-def record(out: Path, *, model: str, engine: str, layers: int = 1) -> Path:
+def record(out: Path, *, model: str, engine: str, layers: int = 1, device: str = "cpu") -> Path:
     subprocess.run(  # noqa: S603 - fixed argv
         [
             sys.executable,
@@ -25,7 +25,7 @@ def record(out: Path, *, model: str, engine: str, layers: int = 1) -> Path:
             "--size",
             "tiny",
             "--device",
-            "cpu",
+            device,
             "--layers",
             str(layers),
             "--out",
