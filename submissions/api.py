@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -28,7 +28,7 @@ from rest_framework.views import APIView
 
 from atrex_site.api.errors import ErrorSerializer, ValidationErrorSerializer, error_response
 from atrex_site.api.pagination import StandardPagination
-from leaderboard.models import HardwareProfile, Shape, SuiteVersion
+from leaderboard.models import HardwareProfile, SuiteVersion
 
 from . import selectors, services
 from .models import EvaluationRun, OperatorResult, ShapeResult, StatusChange, Submission
@@ -359,16 +359,7 @@ class SubmissionShapesApi(ListAPIView):
         run = selectors.submission_latest_run(submission=submission)
         if run is None:
             return ShapeResult.objects.none()
-        rows = run.shape_results.all()
-        if not self.request.user.is_staff:
-            hidden = Shape.objects.filter(
-                suite_version_id=submission.suite_version_id, visibility=Shape.Visibility.HIDDEN
-            ).values_list("operator__slug", "shape_id")
-            hidden_rows = Q()
-            for operator, shape_id in hidden:
-                hidden_rows |= Q(operator=operator, shape_id=shape_id)
-            if hidden_rows:
-                rows = rows.exclude(hidden_rows)
+        rows = selectors.shape_results_visible_to(run=run, user=self.request.user)
         params = self.request.query_params
         if params.get("operator"):
             rows = rows.filter(operator=params["operator"])

@@ -26,7 +26,7 @@ PUBLIC = "public"
 PUBLISHED = "published"
 
 
-def _is_staff(user) -> bool:
+def is_staff(user) -> bool:
     return bool(user is not None and user.is_authenticated and user.is_staff)
 
 
@@ -37,7 +37,7 @@ def public_q(*, prefix: str = "") -> Q:
 
 def visible_q(*, user, prefix: str = "") -> Q:
     """Submissions ``user`` may see; ``Q()`` (everything) for staff."""
-    if _is_staff(user):
+    if is_staff(user):
         return Q()
     if user is not None and user.is_authenticated:
         return public_q(prefix=prefix) | Q(**{f"{prefix}owner": user.pk})
@@ -53,7 +53,7 @@ def board_q(*, prefix: str = "") -> Q:
 
 def can_see(*, user, submission: Submission) -> bool:
     """``visible_q`` for one loaded submission (no query)."""
-    if _is_staff(user) or can_see_files(user=user, submission=submission):
+    if is_staff(user) or can_see_files(user=user, submission=submission):
         return True
     return submission.visibility == PUBLIC and not submission.hidden
 

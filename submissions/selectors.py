@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
+
+from leaderboard.models import Shape
 
 from . import querysets
-from .models import EvaluationRun, Submission
+from .models import EvaluationRun, ShapeResult, Submission
 
 
 def submissions_visible_to(*, user) -> QuerySet[Submission]:
@@ -18,6 +20,21 @@ def submissions_visible_to(*, user) -> QuerySet[Submission]:
 def submission_can_see_files(*, submission: Submission, user) -> bool:
     """The upload itself and the logs: owner and staff only."""
     return querysets.can_see_files(user=user, submission=submission)
+
+
+def shape_results_visible_to(*, run: EvaluationRun, user) -> QuerySet[ShapeResult]:
+    """The run's per-shape rows. Rows of the suite's hidden shapes are shown to staff only:
+    hidden shapes are scored but never shown, and their rows would reveal them."""
+    rows = run.shape_results.all()
+    if querysets.is_staff(user):
+        return rows
+    hidden = Shape.objects.filter(
+        suite_version_id=run.submission.suite_version_id, visibility=Shape.Visibility.HIDDEN
+    ).values_list("operator__slug", "shape_id")
+    hidden_rows = Q()
+    for operator, shape_id in hidden:
+        hidden_rows |= Q(operator=operator, shape_id=shape_id)
+    return rows.exclude(hidden_rows) if hidden_rows else rows
 
 
 def submission_latest_run(*, submission: Submission) -> EvaluationRun | None:

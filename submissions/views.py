@@ -124,7 +124,9 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = _visible_submission(request, pk)
     run = selectors.submission_latest_run(submission=submission)
     operator_results = list(run.operator_results.all()) if run else []
-    shape_results = list(run.shape_results.all()) if run else []
+    shape_results = (
+        list(selectors.shape_results_visible_to(run=run, user=request.user)) if run else []
+    )
     score = getattr(submission, "score", None) if submission.status == "published" else None
     roofline, roofline_skipped = _roofline_chart(submission, shape_results)
     context = {
@@ -181,7 +183,7 @@ def submission_results_download(request: HttpRequest, pk: int, fmt: str) -> Http
         raise Http404("No evaluation run yet.")
     rows = [
         {field: getattr(result, field) for field in RESULT_FIELDS}
-        for result in run.shape_results.all()
+        for result in selectors.shape_results_visible_to(run=run, user=request.user)
     ]
     filename = f"submission-{submission.pk}-run-{run.attempt}.{fmt}"
     if fmt == "json":

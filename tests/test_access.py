@@ -304,3 +304,27 @@ def test_the_admin_is_for_staff_only(world):
     world["users"]["staff"].save()
     response = staff.get(changelist)
     assert response.status_code == 200 and SECRET_TITLE.encode() in response.content
+
+
+@pytest.mark.django_db
+def test_hidden_shapes_rows_are_shown_to_staff_only(world):
+    """Hidden shapes are scored but never shown: their per-shape rows stay out of the page,
+    the downloads and the API for everyone but staff (the owner included)."""
+    public = Submission.objects.get(title=PUBLIC_TITLE)
+    run = public.runs.get()
+    hidden = run.shape_results.order_by("pk").first()
+    Shape.objects.filter(
+        suite_version=public.suite_version, operator__slug=hidden.operator, shape_id=hidden.shape_id
+    ).update(visibility=Shape.Visibility.HIDDEN)
+    total = run.shape_results.count()
+    for role in ("anon", "other", "owner", "staff"):
+        client = _client(world, role)
+        csv_rows = _body(
+            client.get(reverse("submissions:results-download", args=[public.pk, "csv"]))
+        )
+        json_rows = client.get(reverse("submissions:results-download", args=[public.pk, "json"]))
+        api_rows = client.get(reverse("api:submission-shapes", args=[public.pk])).json()
+        expected = total if role == "staff" else total - 1
+        assert len(csv_rows.decode().strip().splitlines()) - 1 == expected, role
+        assert len(json_rows.json()["shapes"]) == expected, role
+        assert api_rows["count"] == expected, role
