@@ -61,6 +61,10 @@ PROTECTIONS = (
 
 DEFAULT_HIDDEN = ("/tmp", "/var/tmp", "/dev/shm")
 """Hidden in every child: other runs' scratch space and whatever else sits in temp."""
+SHARED_SCRATCH = ("/tmp", "/dev/shm")
+"""Hidden, but left writable (an empty tmpfs of SHARED_SCRATCH_BYTES): libraries that
+ignore TMPDIR, or want POSIX shared memory, still work."""
+SHARED_SCRATCH_BYTES = 64 * 1024 * 1024
 
 ENV_ALLOWED = (
     "PATH",
@@ -430,7 +434,7 @@ class ChildSandbox:
             if not os.path.lexists(path):
                 continue  # already hidden by a folder above it, or never there
             try:
-                self._hide(path, keeps, readonly)
+                self._hide(path, keeps, readonly, writable=path in SHARED_SCRATCH)
                 hidden_done.append(path)
             except OSError as exc:
                 problems.append(f"{path}: {exc}")
@@ -454,7 +458,7 @@ class ChildSandbox:
             missing["private_tmp"] = str(exc)
 
     @staticmethod
-    def _hide(path: str, keeps: list[str], readonly: set[str]) -> None:
+    def _hide(path: str, keeps: list[str], readonly: set[str], *, writable: bool = False) -> None:
         if not os.path.isdir(path) or os.path.islink(path):
             _mount("/dev/null", path, None, MS_BIND)
             return
@@ -462,7 +466,12 @@ class ChildSandbox:
         # Opened before the tmpfs covers them; bound back from /proc/self/fd afterwards.
         handles = [(k, os.open(k, os.O_PATH | os.O_CLOEXEC)) for k in inside]
         try:
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1024k,mode=0755")
+            options = (
+                f"size={SHARED_SCRATCH_BYTES // 1024}k,mode=1777"
+                if writable
+                else "size=1024k,mode=0755"
+            )
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options)
             for kept, handle in handles:
                 target = kept
                 os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
@@ -477,7 +486,8 @@ class ChildSandbox:
         finally:
             for _, handle in handles:
                 os.close(handle)
-        _mount(None, path, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        if not writable:
+            _mount(None, path, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
     def _drop_user(self, active: dict[str, Any], missing: dict[str, str]) -> None:
         assert self.uid is not None and self.gid is not None
@@ -597,10 +607,12 @@ class Sandbox:
         hidden -= set(keep)
         devices = []
         if self.device == "cuda":
+            # The control, unified-memory and GPU devices CUDA opens (not modeset or tools).
             devices = sorted(
                 str(p)
                 for p in Path("/dev").glob("nvidia*")
-                if p.exists() and stat.S_ISCHR(p.stat().st_mode)
+                if (p.name in ("nvidiactl", "nvidia-uvm") or p.name[6:].isdigit())
+                and stat.S_ISCHR(p.stat().st_mode)
             )
         return ChildSandbox(
             policy=self.policy,
