@@ -132,6 +132,7 @@ class TraceAdmin(admin.ModelAdmin):
     list_filter = ["status", "time_basis", "application"]
     search_fields = ["original_name", "sha256"]
     actions = ["show_weights"]
+    change_list_template = "traces/admin/trace_changelist.html"
 
     @admin.display(description="mapped share")
     def coverage_percent(self, obj: Trace) -> str:

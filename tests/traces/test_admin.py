@@ -20,6 +20,12 @@ def upload(admin_client, path, **fields):
     return admin_client.post(reverse("admin:traces_trace_upload"), data)
 
 
+def test_trace_list_links_to_upload_and_weights(admin_client):
+    page = admin_client.get(reverse("admin:traces_trace_changelist")).content.decode()
+    assert reverse("admin:traces_trace_upload") in page
+    assert reverse("admin:traces_trace_weights") in page
+
+
 def test_upload_page_lists_formats_and_rules(admin_client):
     page = admin_client.get(reverse("admin:traces_trace_upload")).content.decode()
     assert "record_shapes=True" in page
