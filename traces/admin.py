@@ -19,7 +19,7 @@ from leaderboard.models import SuiteVersion
 from leaderboard.services import suite_version_diff
 
 from . import aggregation, charts, selectors, services
-from .mapping import compile_rules
+from .mapping import RulesError, compile_rules, load_rules
 from .models import Application, Proposal, Trace
 from .parsing import CSV_COLUMNS
 from .proposal import UNOBSERVED, Parameters
@@ -53,11 +53,23 @@ class UploadForm(forms.Form):
         required=False,
         help_text="Provenance: where and when the trace was recorded, by whom.",
     )
+    rules = forms.FileField(
+        required=False,
+        help_text="Optional: a JSON list of mapping rules replacing the built-in table below "
+        '(each {"pattern" or "sequence", "operator", "extractor", "tier", "params"}).',
+    )
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         if cleaned.get("new_application") and cleaned.get("card_hours") is None:
             self.add_error("card_hours", "A new application needs its card-hours.")
+        if cleaned.get("rules"):
+            try:
+                cleaned["rules"] = load_rules(cleaned["rules"].read().decode("utf-8"))
+            except UnicodeDecodeError:
+                self.add_error("rules", "The rules file is not UTF-8 JSON.")
+            except RulesError as error:
+                self.add_error("rules", error.message)
         return cleaned
 
 
@@ -205,6 +217,7 @@ class TraceAdmin(admin.ModelAdmin):
                     application=application,
                     format=data["format"],
                     notes=data["notes"],
+                    rules=data.get("rules") or None,
                     actor=request.user,
                 )
             except services.TraceImportError as error:

@@ -85,3 +85,15 @@ def test_a_bad_upload_shows_the_reason_and_keeps_the_file_as_failed(admin_client
     assert "was kept with status failed" in page
     report = admin_client.get(reverse("admin:traces_trace_change", args=[trace.pk]))
     assert 'id="trace-error"' in report.content.decode()
+
+
+def test_an_upload_with_a_bad_rules_file_is_refused_before_anything_is_stored(
+    admin_client, tmp_path, plain_trace
+):
+    rules = SimpleUploadedFile("rules.json", b'[{"pattern": "x", "operator": "rms_norm"}]')
+    response = upload(
+        admin_client, plain_trace, new_application="chat", card_hours="5", rules=rules
+    )
+    assert response.status_code == 200
+    assert "extractor None is unknown" in response.content.decode()
+    assert not Trace.objects.exists()
