@@ -345,6 +345,7 @@ class ChildSandbox:
     """The sandbox user's uid when the parent is root; None when it cannot switch."""
     gid: int | None
     privileged: bool
+    no_user_reason: str = "no sandbox user"
     devices: list[str] = field(default_factory=list)
     """Device files the child must open read-write (the GPU's), checked before the switch."""
     report_fd: int = -1
@@ -410,10 +411,8 @@ class ChildSandbox:
 
         if self.uid is not None and self.gid is not None:
             self._drop_user(active, missing)
-        elif self.privileged:
-            missing["user"] = "no sandbox user"
         else:
-            missing["user"] = "the evaluator does not run as root: the child keeps its user"
+            missing["user"] = self.no_user_reason
         try:
             _check(_libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
             active["no_new_privs"] = True
@@ -569,8 +568,14 @@ class Sandbox:
             self.privileged = os.geteuid() == 0
         self.uid: int | None = None
         self.gid: int | None = None
+        self.no_user_reason = "the evaluator does not run as root: the child keeps its user"
         if self.privileged:
-            self.uid, self.gid = resolve_user(self.policy.user, self.policy.gid)
+            try:
+                self.uid, self.gid = resolve_user(self.policy.user, self.policy.gid)
+            except SandboxError as exc:
+                if self.policy.mode == "required":
+                    raise
+                self.no_user_reason = exc.message
         self.runtime = runtime_paths(self.package_root)
         set_child_subreaper()
 
@@ -624,6 +629,7 @@ class Sandbox:
             uid=self.uid,
             gid=self.gid,
             privileged=bool(self.privileged),
+            no_user_reason=self.no_user_reason,
         )
 
     def environment(self, child: ChildSandbox, device: str) -> dict[str, str]:
@@ -737,6 +743,10 @@ class Sandbox:
             if "user" in active and seen["uid"] != self.uid:
                 del active["user"]
                 missing["user"] = f"the child ran as uid {seen['uid']}"
+        if "user" in missing and "mounts" in active and seen.get("uid") == 0:
+            # Root in the child keeps CAP_SYS_ADMIN: it could unmount what hides the site.
+            del active["mounts"]
+            missing["mounts"] = "applied, but the child keeps root and could undo them"
         for name in PROTECTIONS:
             if name not in active and name not in missing:
                 missing[name] = "not applicable here" if name == "gpu_isolation" else "off"

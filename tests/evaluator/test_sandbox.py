@@ -291,3 +291,15 @@ def test_a_process_that_leaves_its_session_is_still_killed(tmp_path):
     )
     assert "left a daemon behind" in results["operators"][0]["error"]
     assert survivors(token) == []
+
+
+@root_only
+def test_an_unknown_sandbox_user_is_reported_or_refused(tmp_path):
+    policy = SandboxPolicy(user="no-such-user-atrex")
+    section = Sandbox(policy=policy, scratch=tmp_path).probe()
+    assert "no-such-user-atrex" in section["missing"]["user"]
+    assert section["checked_inside"]["uid"] == 0  # kept root, and says so
+    assert "could undo" in section["missing"]["mounts"]
+    with pytest.raises(SandboxError) as caught:
+        Sandbox(policy=SandboxPolicy(mode="required", user="no-such-user-atrex"), scratch=tmp_path)
+    assert "ATREX_SANDBOX_USER" in caught.value.message
