@@ -46,9 +46,7 @@ def visible_q(*, user, prefix: str = "") -> Q:
 
 def board_q(*, prefix: str = "") -> Q:
     """Submissions the public board ranks: published, public, not hidden, not hacked."""
-    return public_q(prefix=prefix) & Q(
-        **{f"{prefix}status": PUBLISHED, f"{prefix}hacked": False}
-    )
+    return public_q(prefix=prefix) & Q(**{f"{prefix}status": PUBLISHED, f"{prefix}hacked": False})
 
 
 def can_see(*, user, submission: Submission) -> bool:

@@ -36,9 +36,11 @@ def browser_page():
         violations: list[str] = []
         page.on(
             "console",
-            lambda message: violations.append(message.text)
-            if "Content Security Policy" in message.text
-            else None,
+            lambda message: (
+                violations.append(message.text)
+                if "Content Security Policy" in message.text
+                else None
+            ),
         )
         yield page, violations
         context.close()
