@@ -107,6 +107,7 @@ def _eps(call: OpCall, index: int | None, default: float) -> float:
 
 
 _DTYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32"}
+_FLOATING = set(_DTYPES)
 
 
 # --------------------------------------------------------------------------- extractors
@@ -186,7 +187,25 @@ def moe_experts(calls: Sequence[OpCall], params: Mapping[str, Any]) -> Derived:
 
 def moe_gating(calls: Sequence[OpCall], params: Mapping[str, Any]) -> Derived:
     """moe_topk_gating_softmax: logits (T, E); k from the top-k output or the scalar."""
-    logits = calls[int(params.get("logits_call", 0))].tensor(int(params.get("logits_arg", 3)))
+    logits_call = calls[int(params.get("logits_call", 0))]
+    if params.get("logits_arg") == "last_float":
+        # vLLM passes (weights, ids, token_expert_indices, logits), SGLang (weights, ids,
+        # logits, ...): the logits are the last floating 2-D tensor argument.
+        index = next(
+            (
+                i
+                for i in range(len(logits_call.dims) - 1, -1, -1)
+                if logits_call.dtype(i) in _FLOATING
+                and logits_call.dims[i] is not None
+                and len(logits_call.dims[i]) == 2
+            ),
+            None,
+        )
+        if index is None:
+            raise ShapeUnknown(f"{logits_call.name}: no 2-D floating argument (the logits)")
+        logits = logits_call.tensor(index)
+    else:
+        logits = logits_call.tensor(int(params.get("logits_arg", 3)))
     if "k_arg" in params:
         k_call = calls[int(params.get("k_call", 0))]
         top_k = int(k_call.scalar(int(params["k_arg"])))
@@ -397,7 +416,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         r"(_moe_C|sgl_kernel)::topk_softmax",
         "moe_topk_gating_softmax",
         "moe_gating",
-        logits_arg=3,
+        logits_arg="last_float",
         weights_arg=0,
     ),
     _op(r"(_moe_C|sgl_kernel)::moe_align_block_size", "moe_align_block_size", "moe_align"),

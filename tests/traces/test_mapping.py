@@ -184,3 +184,42 @@ def test_a_rules_file_can_add_a_name_and_bad_rules_are_refused(vllm_moe_trace):
         compile_rules([{"pattern": "(", "operator": "x", "extractor": "nope", "tier": "top"}])
     message = caught.value.message
     assert "extractor 'nope' is unknown" in message and "tier 'top'" in message
+
+
+def derive(name: str, dims, types, concrete=()):
+    from traces.mapping import OpCall
+
+    rule = compile_rules().name_rule(name)
+    assert rule is not None, name
+    call = OpCall(name=name, dims=tuple(dims), types=tuple(types), concrete=tuple(concrete))
+    return rule.extractor([call], rule.params)
+
+
+def test_sglang_argument_orders_are_read_where_sglang_puts_them():
+    gating = derive(
+        "sgl_kernel::topk_softmax",
+        [(512, 8), (512, 8), (512, 128), ()],
+        ["float", "int", "float", "Scalar"],
+        ["", "", "", "False"],
+    )
+    assert (gating.operator, gating.init_kwargs, gating.input_kwargs) == (
+        "moe_topk_gating_softmax",
+        {"top_k": 8},
+        {"num_experts": 128, "token_count": 512},
+    )
+    norm = derive(
+        "sgl_kernel::rmsnorm",
+        [(7, 4096), (7, 4096), (4096,), (), ()],
+        ["c10::BFloat16"] * 3 + ["Scalar", "Scalar"],
+        ["", "", "", "9.9999999999999995e-07", "False"],
+    )
+    assert norm.input_kwargs == {"token_count": 7, "hidden_size": 4096}
+    assert norm.init_kwargs == {"eps": 1e-6}
+    reduce = derive(
+        "sgl_kernel::moe_sum_reduce",
+        [(33, 8, 2048), (33, 2048), ()],
+        ["c10::BFloat16", "c10::BFloat16", "Scalar"],
+        ["", "", "2.5"],
+    )
+    assert reduce.init_kwargs == {"routed_scaling_factor": 2.5}
+    assert reduce.input_kwargs == {"hidden_size": 2048, "token_count": 33, "top_k": 8}
