@@ -30,6 +30,7 @@ from evaluator.upstream import (
 )
 
 from .models import HardwareProfile, Operator, Score, Shape, SuiteOperator, SuiteVersion
+from .page_cache import board_changed
 from .suite_check import suite_definition_check
 
 
@@ -832,6 +833,8 @@ def scores_refresh_compile_speedup(*, suite_version_id: int, hardware_id: int) -
         if value != score.geomean_speedup_compile:
             Score.objects.filter(pk=score.pk).update(geomean_speedup_compile=value)
             changed += 1
+    if changed:
+        board_changed()  # an update() sends no signal
     return changed
 
 

@@ -1,6 +1,7 @@
 from django.urls import include, path
 
 from . import staff_api, views
+from .page_cache import cached_for_anonymous
 
 app_name = "leaderboard"
 
@@ -47,10 +48,12 @@ staff_patterns = [
 ]
 
 urlpatterns = [
-    path("", views.board, name="board"),
-    path("leaderboard.<str:fmt>", views.board_download, name="board-download"),
-    path("operators/<slug:slug>/", views.operator_detail, name="operator"),
-    path("history/", views.history, name="history"),
+    path("", cached_for_anonymous(views.board), name="board"),
+    path(
+        "leaderboard.<str:fmt>", cached_for_anonymous(views.board_download), name="board-download"
+    ),
+    path("operators/<slug:slug>/", cached_for_anonymous(views.operator_detail), name="operator"),
+    path("history/", cached_for_anonymous(views.history), name="history"),
     path("suites/<str:slug>/definition.json", views.suite_definition, name="suite-definition"),
     path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
     path("api/staff/", include(staff_patterns)),

@@ -11,12 +11,17 @@ from drf_spectacular.views import (
 )
 
 from leaderboard import api as leaderboard_api
+from leaderboard.page_cache import cached_for_anonymous
 from submissions import api as submissions_api
 
 from .tokens import TokenApi, TokenDetailApi
 
 urlpatterns = [
-    path("leaderboard/", leaderboard_api.LeaderboardApi.as_view(), name="leaderboard"),
+    path(
+        "leaderboard/",
+        cached_for_anonymous(leaderboard_api.LeaderboardApi.as_view()),
+        name="leaderboard",
+    ),
     path("suites/", leaderboard_api.SuiteVersionListApi.as_view(), name="suites"),
     path("suites/<str:slug>/", leaderboard_api.SuiteVersionDetailApi.as_view(), name="suite"),
     path(

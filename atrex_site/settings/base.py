@@ -181,6 +181,9 @@ ATREX = {
     # Which suite and hardware the board shows first.
     "DEFAULT_SUITE": env.str("ATREX_DEFAULT_SUITE", default="atrex-bench-v0.1"),
     "DEFAULT_HARDWARE": env.str("ATREX_DEFAULT_HARDWARE", default="cpu-dev"),
+    # Seconds a copy of a public board page is kept for readers without credentials
+    # (leaderboard/page_cache.py; changes retire copies at once with a shared cache).
+    "PUBLIC_PAGE_CACHE_S": env.int("ATREX_PUBLIC_PAGE_CACHE_S", default=10),
     # Upload limits (bytes / archive entries).
     "MAX_UPLOAD_BYTES": env.int("ATREX_MAX_UPLOAD_BYTES", default=20 * 1024 * 1024),
     "MAX_BUNDLE_ENTRIES": env.int("ATREX_MAX_BUNDLE_ENTRIES", default=200),
@@ -201,6 +204,11 @@ ATREX = {
     # machine cannot give (no root, no namespaces) a platform error; "best-effort" reports
     # it. Limits: ATREX_SANDBOX_USER, _CPU_S, _MEMORY_MB, _PROCESSES, _FILE_MB, _TMP_MB.
     "SANDBOX": env.str("ATREX_SANDBOX", default="best-effort"),
+    # The worker registry (fleet): a worker writes its heartbeat this often, counts as lost
+    # after FLEET_LOST_AFTER_S without one, and measures its device's ceilings at start.
+    "FLEET_HEARTBEAT_S": env.float("ATREX_FLEET_HEARTBEAT_S", default=30.0),
+    "FLEET_LOST_AFTER_S": env.float("ATREX_FLEET_LOST_AFTER_S", default=120.0),
+    "FLEET_MEASURE_CEILINGS": env.bool("ATREX_FLEET_MEASURE_CEILINGS", default=True),
     # Agent endpoints: ports the portal calls on public addresses (any port in an
     # admin-allowed network), private networks allowed besides the admin's list, retries of
     # a timed-out or 5xx call and the first back-off, and the key that encrypts the shared
@@ -212,11 +220,6 @@ ATREX = {
     "AGENT_RETRIES": env.int("ATREX_AGENT_RETRIES", default=2),
     "AGENT_BACKOFF_S": env.float("ATREX_AGENT_BACKOFF_S", default=1.0),
     "AGENT_SECRET_KEY": env.str("ATREX_AGENT_SECRET_KEY", default=""),
-    # The worker registry (fleet): a worker writes its heartbeat this often, counts as lost
-    # after FLEET_LOST_AFTER_S without one, and measures its device's ceilings at start.
-    "FLEET_HEARTBEAT_S": env.float("ATREX_FLEET_HEARTBEAT_S", default=30.0),
-    "FLEET_LOST_AFTER_S": env.float("ATREX_FLEET_LOST_AFTER_S", default=120.0),
-    "FLEET_MEASURE_CEILINGS": env.bool("ATREX_FLEET_MEASURE_CEILINGS", default=True),
     # Failed log-ins (page or HTTP Basic) that lock further attempts out for a while.
     "LOGIN_LOCKOUT": {
         "FAILURES_PER_USERNAME": env.int("ATREX_LOGIN_FAILURES_PER_USERNAME", default=5),

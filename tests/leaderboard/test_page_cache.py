@@ -1,0 +1,75 @@
+"""The anonymous readers' page cache: served from the cache, retired by every change, and
+never used for a request that carries credentials."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from django.urls import reverse
+
+from leaderboard.models import Score
+from submissions.curation import submission_flag_set
+from submissions.models import Submission
+from tests.factories import UserFactory
+from tests.leaderboard.results_factory import publish_row
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def page_cache(settings):
+    settings.ATREX = {**settings.ATREX, "PUBLIC_PAGE_CACHE_S": 60}
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def _board(client, **extra):
+    return client.get(reverse("leaderboard:board"), **extra)
+
+
+def test_a_second_anonymous_read_comes_from_the_cache_without_sql(
+    client, catalogue, user, django_assert_num_queries
+):
+    publish_row(owner=user, suite=catalogue, title="first row", fraction=0.3)
+    first = _board(client)
+    assert first.status_code == 200 and first["X-Atrex-Cache"] == "miss"
+    with django_assert_num_queries(0):
+        second = _board(client)
+    assert second["X-Atrex-Cache"] == "hit"
+    assert second.content == first.content
+    assert second["Content-Type"] == first["Content-Type"]
+
+
+def test_a_new_score_and_a_curation_action_retire_the_copies(client, catalogue, user):
+    publish_row(owner=user, suite=catalogue, title="first row", fraction=0.3)
+    assert b"first row" in _board(client).content
+    publish_row(owner=UserFactory(), suite=catalogue, title="second row", fraction=0.5)
+    page = _board(client)
+    assert page["X-Atrex-Cache"] == "miss" and b"second row" in page.content
+    staff = UserFactory(is_staff=True)
+    second = Submission.objects.get(title="second row")
+    submission_flag_set(submission=second, actor=staff, action="hide", reason="test")
+    page = _board(client)
+    assert page["X-Atrex-Cache"] == "miss" and b"second row" not in page.content
+
+
+def test_the_api_list_is_cached_and_retired_too(client, catalogue, user):
+    url = reverse("api:leaderboard") + f"?suite={catalogue.slug}&hardware=cpu-dev"
+    publish_row(owner=user, suite=catalogue, title="first row", fraction=0.3)
+    assert client.get(url)["X-Atrex-Cache"] == "miss"
+    assert client.get(url)["X-Atrex-Cache"] == "hit"
+    Score.objects.get(submission__title="first row").delete()
+    response = client.get(url)
+    assert response["X-Atrex-Cache"] == "miss" and response.json()["count"] == 0
+
+
+def test_requests_with_credentials_never_touch_the_cache(client, catalogue, user):
+    publish_row(owner=user, suite=catalogue, title="first row", fraction=0.3)
+    _board(client)  # an anonymous copy now exists
+    client.force_login(user)
+    page = _board(client)
+    assert "X-Atrex-Cache" not in page
+    client.logout()
+    api = client.get(reverse("api:leaderboard"), HTTP_AUTHORIZATION="Token not-a-real-token")
+    assert "X-Atrex-Cache" not in api
