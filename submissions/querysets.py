@@ -49,13 +49,6 @@ def board_q(*, prefix: str = "") -> Q:
     return public_q(prefix=prefix) & Q(**{f"{prefix}status": PUBLISHED, f"{prefix}hacked": False})
 
 
-def can_see(*, user, submission: Submission) -> bool:
-    """``visible_q`` for one loaded submission (no query)."""
-    if is_staff(user) or can_see_files(user=user, submission=submission):
-        return True
-    return submission.visibility == PUBLIC and not submission.hidden
-
-
 def can_see_files(*, user, submission: Submission) -> bool:
     """The upload itself and the logs: owner and staff only."""
     if user is None or not user.is_authenticated:
