@@ -1,8 +1,8 @@
 """Residual add + RMSNorm + dynamic per-token FP8 (e4m3fn, max 448) quant in Triton.
 
-One row per program: r = rnd_bf16(x + residual) (stored as residual_out); n =
-rnd_bf16(r * rsqrt(mean r^2 + eps) * weight); scale = max|n| / 448 (1 if 0); q =
-fp8(n / scale), correctly rounded divisions, saturated to +-448 before the cast.
+Whole rows in registers, a block of rows per program: r = rnd_bf16(x + residual) (stored as
+residual_out); n = rnd_bf16(r * rsqrt(mean r^2 + eps) * weight); scale = max|n| / 448 (1 if
+0); q = fp8(n / scale), correctly rounded divisions, saturated to +-448 before the cast.
 On CUDA the casts are the hardware's round-to-nearest-even conversions. The Triton CPU
 interpreter truncates fp32 -> bf16 and its fp32 -> fp8 cast loses the carry into the
 exponent, so there (SOFTWARE_ROUNDING) values are first rounded in fp32 integer
@@ -49,31 +49,39 @@ def _fused_rmsnorm_quant_kernel(
     q_ptr,
     scale_ptr,
     residual_out_ptr,
+    n_rows,
     hidden,
     x_row_stride,
     residual_row_stride,
     out_row_stride,
     eps,
+    ROWS: tl.constexpr,
     BLOCK: tl.constexpr,
     SOFTWARE_ROUNDING: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
-    mask = cols < hidden
-    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-    residual = tl.load(residual_ptr + row * residual_row_stride + cols, mask=mask, other=0.0)
-    summed = _round_to_bf16(x + residual.to(tl.float32), SOFTWARE_ROUNDING)
-    tl.store(residual_out_ptr + row * out_row_stride + cols, summed, mask=mask)
+    row_mask = rows < n_rows
+    col_mask = cols < hidden
+    mask = row_mask[:, None] & col_mask[None, :]
+    x_offsets = rows[:, None] * x_row_stride + cols[None, :]
+    residual_offsets = rows[:, None] * residual_row_stride + cols[None, :]
+    out_offsets = rows[:, None] * out_row_stride + cols[None, :]
+    x = tl.load(x_ptr + x_offsets, mask=mask, other=0.0).to(tl.float32)
+    residual = tl.load(residual_ptr + residual_offsets, mask=mask, other=0.0).to(tl.float32)
+    summed = _round_to_bf16(x + residual, SOFTWARE_ROUNDING)
+    tl.store(residual_out_ptr + out_offsets, summed, mask=mask)
     summed = summed.to(tl.float32)
-    mean_square = tl.math.div_rn(tl.sum(summed * summed, axis=0), hidden * 1.0)
+    mean_square = tl.math.div_rn(tl.sum(summed * summed, axis=1), hidden * 1.0)
     inv_rms = tl.rsqrt(mean_square + eps)
-    weight = tl.load(weight_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    normed = _round_to_bf16(summed * inv_rms * weight, SOFTWARE_ROUNDING).to(tl.float32)
-    scale = tl.math.div_rn(tl.max(tl.abs(normed), axis=0), 448.0)
+    weight = tl.load(weight_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    normed = summed * inv_rms[:, None] * weight[None, :]
+    normed = _round_to_bf16(normed, SOFTWARE_ROUNDING).to(tl.float32)
+    scale = tl.math.div_rn(tl.max(tl.abs(normed), axis=1), 448.0)
     scale = tl.where(scale == 0.0, 1.0, scale)
-    q = _saturating_e4m3(tl.math.div_rn(normed, scale), SOFTWARE_ROUNDING)
-    tl.store(q_ptr + row * out_row_stride + cols, q, mask=mask)
-    tl.store(scale_ptr + row, scale)
+    q = _saturating_e4m3(tl.math.div_rn(normed, scale[:, None]), SOFTWARE_ROUNDING)
+    tl.store(q_ptr + out_offsets, q, mask=mask)
+    tl.store(scale_ptr + rows, scale, mask=row_mask)
 
 
 class Model(nn.Module):
@@ -93,21 +101,25 @@ class Model(nn.Module):
         residual_out = torch.empty((tokens, hidden), dtype=x.dtype, device=x.device)
         if tokens > 0 and hidden > 0:
             block = triton.next_power_of_2(hidden)
-            _fused_rmsnorm_quant_kernel[(tokens,)](
+            # Whole rows in registers, about 4096 elements per program (1 row from 4096 up).
+            rows_per_program = max(1, 4096 // block)
+            _fused_rmsnorm_quant_kernel[(triton.cdiv(tokens, rows_per_program),)](
                 x_rows,
                 residual_rows,
                 weight,
                 quantized,
                 scale,
                 residual_out,
+                tokens,
                 hidden,
                 x_rows.stride(0),
                 residual_rows.stride(0),
                 quantized.stride(0),
                 self.eps,
+                ROWS=rows_per_program,
                 BLOCK=block,
                 SOFTWARE_ROUNDING=x.device.type != "cuda",
-                num_warps=min(max(block // 256, 1), 16),
+                num_warps=min(max(rows_per_program * block // 512, 1), 16),
             )
         return (
             quantized.view(x.shape),

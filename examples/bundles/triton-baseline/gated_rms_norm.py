@@ -70,8 +70,8 @@ class Model(nn.Module):
         out = torch.empty(x_rows.shape, dtype=x.dtype, device=x.device)
         if x_rows.shape[0] > 0 and hidden > 0:
             block = triton.next_power_of_2(hidden)
-            # Published rows are 128 wide: sixteen of them per program keep the loads wide.
-            rows_per_program = max(1, 2048 // block)
+            # Published rows are 128 wide: 32 of them per program keep the loads wide.
+            rows_per_program = max(1, 4096 // block)
             _gated_rms_norm_kernel[(triton.cdiv(x_rows.shape[0], rows_per_program),)](
                 x_rows,
                 weight,
@@ -87,6 +87,6 @@ class Model(nn.Module):
                 SIGMOID=_ACTIVATIONS[self.activation] == 1,
                 ROWS=rows_per_program,
                 BLOCK=block,
-                num_warps=min(max(rows_per_program * block // 256, 1), 16),
+                num_warps=min(max(rows_per_program * block // 512, 1), 16),
             )
         return out.view(x.shape)

@@ -31,10 +31,10 @@ def _l2_norm_kernel(
 
 
 def launch_shape(hidden: int) -> tuple[int, int, int]:
-    """(BLOCK, rows per program, num_warps): about 2048 elements per program at least."""
+    """(BLOCK, rows per program, num_warps): about 4096 elements per program at least."""
     block = triton.next_power_of_2(hidden)
-    rows = max(1, 2048 // block)
-    return block, rows, min(max(rows * block // 256, 1), 16)
+    rows = max(1, 4096 // block)
+    return block, rows, min(max(rows * block // 512, 1), 16)
 
 
 class Model(nn.Module):

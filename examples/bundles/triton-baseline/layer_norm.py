@@ -49,7 +49,7 @@ class Model(nn.Module):
         out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
         if rows.shape[0] > 0 and hidden > 0:
             block = triton.next_power_of_2(hidden)
-            rows_per_program = max(1, 2048 // block)
+            rows_per_program = max(1, 4096 // block)
             _layer_norm_kernel[(triton.cdiv(rows.shape[0], rows_per_program),)](
                 rows,
                 weight,
@@ -62,6 +62,6 @@ class Model(nn.Module):
                 EPS,
                 ROWS=rows_per_program,
                 BLOCK=block,
-                num_warps=min(max(rows_per_program * block // 256, 1), 16),
+                num_warps=min(max(rows_per_program * block // 512, 1), 16),
             )
         return out.view(x.shape)

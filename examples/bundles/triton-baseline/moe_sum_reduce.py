@@ -1,7 +1,7 @@
 """Sum of the top-k expert outputs of each token in Triton: (T, k, H) -> (T, H), fp32 sum.
 
-A program takes one token and a block of columns, loads its k slots as one 2-D tile and
-reduces over the slots.
+A program takes a (tokens x columns) tile and adds the k slots into it one after the
+other in fp32 (the slot loop runs inside the program), then scales and rounds once.
 """
 
 import torch
@@ -14,25 +14,26 @@ from torch import nn
 def _moe_sum_reduce_kernel(
     x_ptr,
     out_ptr,
+    tokens,
     top_k,
     hidden,
     x_token_stride,
     x_slot_stride,
     out_token_stride,
     scaling,
-    BLOCK_K: tl.constexpr,
+    BLOCK_T: tl.constexpr,
     BLOCK_H: tl.constexpr,
 ):
-    token = tl.program_id(0).to(tl.int64)
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_T + tl.arange(0, BLOCK_T)
     cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
-    slots = tl.arange(0, BLOCK_K)
-    col_mask = cols < hidden
-    mask = (slots < top_k)[:, None] & col_mask[None, :]
-    offsets = token * x_token_stride + slots[:, None] * x_slot_stride + cols[None, :]
-    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-    out = tl.sum(x, axis=0) * scaling
-    out_offsets = token * out_token_stride + cols
-    tl.store(out_ptr + out_offsets, out.to(out_ptr.dtype.element_ty), mask=col_mask)
+    mask = (rows < tokens)[:, None] & (cols < hidden)[None, :]
+    src = x_ptr + rows[:, None] * x_token_stride + cols[None, :]
+    total = tl.zeros([BLOCK_T, BLOCK_H], dtype=tl.float32)
+    for slot in range(0, top_k):
+        total += tl.load(src + slot * x_slot_stride, mask=mask, other=0.0).to(tl.float32)
+    out = total * scaling
+    out_offsets = rows[:, None] * out_token_stride + cols[None, :]
+    tl.store(out_ptr + out_offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 class Model(nn.Module):
@@ -47,20 +48,21 @@ class Model(nn.Module):
             x = x.contiguous()
         out = torch.empty((tokens, hidden), dtype=x.dtype, device=x.device)
         if tokens > 0 and hidden > 0:
-            block_k = triton.next_power_of_2(max(top_k, 1))
-            # About 4096 elements per program (8 slots x 512 columns at k = 8).
-            block_h = min(triton.next_power_of_2(hidden), max(16, 4096 // block_k))
-            _moe_sum_reduce_kernel[(tokens, triton.cdiv(hidden, block_h))](
+            block_h = min(triton.next_power_of_2(hidden), 512)
+            block_t = max(1, 4096 // block_h)
+            grid = (triton.cdiv(tokens, block_t), triton.cdiv(hidden, block_h))
+            _moe_sum_reduce_kernel[grid](
                 x,
                 out,
+                tokens,
                 top_k,
                 hidden,
                 x.stride(0),
                 x.stride(1),
                 out.stride(0),
                 float(self.routed_scaling_factor),
-                BLOCK_K=block_k,
+                BLOCK_T=block_t,
                 BLOCK_H=block_h,
-                num_warps=min(max(block_k * block_h // 512, 1), 8),
+                num_warps=8,
             )
         return out

@@ -83,7 +83,7 @@ class Model(nn.Module):
         n_groups = tokens * groups_per_row
         if n_groups > 0:
             block_g = triton.next_power_of_2(group)
-            groups_per_program = max(1, 2048 // block_g)
+            groups_per_program = max(1, 4096 // block_g)
             _group_quant_kernel[(triton.cdiv(n_groups, groups_per_program),)](
                 x,
                 quantized,
@@ -96,6 +96,6 @@ class Model(nn.Module):
                 GROUPS=groups_per_program,
                 BLOCK_G=block_g,
                 SOFTWARE_ROUNDING=x.device.type != "cuda",
-                num_warps=min(max(groups_per_program * block_g // 256, 1), 8),
+                num_warps=min(max(groups_per_program * block_g // 512, 1), 16),
             )
         return {"quantized": quantized, "scales": scales}

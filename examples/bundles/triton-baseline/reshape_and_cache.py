@@ -1,8 +1,9 @@
 """Scatter new keys/values into copies of a paged (flash-layout) cache, in Triton.
 
 Two launches: one copies both whole caches into the new outputs (flat, vectorised
-blocks), then one writes each token's (H, D) key and value into its slot
-(slot_mapping[t]; negative slots are skipped). Both run on the same stream, in order.
+blocks), then one writes each token's (H, D) key and value, a block of tokens per program,
+into its slot (slot_mapping[t]; negative slots are skipped). Both run on the same stream,
+in order.
 """
 
 import torch
@@ -32,29 +33,24 @@ def _scatter_tokens_kernel(
     slot_ptr,
     key_out_ptr,
     value_out_ptr,
-    heads,
-    head_size,
+    tokens,
+    row_size,
     key_token_stride,
-    key_head_stride,
     value_token_stride,
-    value_head_stride,
-    BLOCK_HEADS: tl.constexpr,
-    BLOCK_D: tl.constexpr,
+    TOKENS: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
-    token = tl.program_id(0).to(tl.int64)
-    slot = tl.load(slot_ptr + token).to(tl.int64)
-    if slot >= 0:
-        head_index = tl.arange(0, BLOCK_HEADS)
-        dims = tl.arange(0, BLOCK_D)
-        mask = (head_index < heads)[:, None] & (dims < head_size)[None, :]
-        key_offsets = token * key_token_stride + head_index[:, None] * key_head_stride
-        value_offsets = token * value_token_stride + head_index[:, None] * value_head_stride
-        keys = tl.load(key_ptr + key_offsets + dims[None, :], mask=mask)
-        values = tl.load(value_ptr + value_offsets + dims[None, :], mask=mask)
-        # The output caches are contiguous (NB, bs, H, D): slot s starts at s * H * D.
-        out_offsets = slot * heads * head_size + head_index[:, None] * head_size + dims[None, :]
-        tl.store(key_out_ptr + out_offsets, keys.to(key_out_ptr.dtype.element_ty), mask=mask)
-        tl.store(value_out_ptr + out_offsets, values.to(value_out_ptr.dtype.element_ty), mask=mask)
+    token = tl.program_id(0).to(tl.int64) * TOKENS + tl.arange(0, TOKENS)
+    in_range = token < tokens
+    slot = tl.load(slot_ptr + token, mask=in_range, other=-1).to(tl.int64)
+    cols = tl.arange(0, BLOCK)[None, :]
+    mask = (in_range & (slot >= 0))[:, None] & (cols < row_size)
+    keys = tl.load(key_ptr + (token * key_token_stride)[:, None] + cols, mask=mask)
+    values = tl.load(value_ptr + (token * value_token_stride)[:, None] + cols, mask=mask)
+    # The output caches are contiguous (NB, bs, H, D): slot s starts at s * H * D.
+    out_offsets = (slot * row_size)[:, None] + cols
+    tl.store(key_out_ptr + out_offsets, keys.to(key_out_ptr.dtype.element_ty), mask=mask)
+    tl.store(value_out_ptr + out_offsets, values.to(value_out_ptr.dtype.element_ty), mask=mask)
 
 
 class Model(nn.Module):
@@ -82,27 +78,25 @@ class Model(nn.Module):
                 num_warps=8,
             )
         tokens, heads, head_size = key.shape
-        if tokens > 0 and heads * head_size > 0:
-            block_heads = triton.next_power_of_2(heads)
-            block_d = triton.next_power_of_2(head_size)
-            if key.stride(-1) != 1:
-                key = key.contiguous()
-            if value.stride(-1) != 1:
-                value = value.contiguous()
-            _scatter_tokens_kernel[(tokens,)](
-                key,
-                value,
+        row_size = heads * head_size
+        if tokens > 0 and row_size > 0:
+            # Each token's (H, D) block is one contiguous row of H * D elements.
+            key_rows = key.reshape(tokens, row_size)
+            value_rows = value.reshape(tokens, row_size)
+            block = triton.next_power_of_2(row_size)
+            tokens_per_program = max(1, 4096 // block)
+            _scatter_tokens_kernel[(triton.cdiv(tokens, tokens_per_program),)](
+                key_rows,
+                value_rows,
                 slot_mapping,
                 key_out,
                 value_out,
-                heads,
-                head_size,
-                key.stride(0),
-                key.stride(1),
-                value.stride(0),
-                value.stride(1),
-                BLOCK_HEADS=block_heads,
-                BLOCK_D=block_d,
-                num_warps=min(max(block_heads * block_d // 512, 1), 8),
+                tokens,
+                row_size,
+                key_rows.stride(0),
+                value_rows.stride(0),
+                TOKENS=tokens_per_program,
+                BLOCK=block,
+                num_warps=min(max(tokens_per_program * block // 512, 1), 16),
             )
         return {"key_cache": key_out, "value_cache": value_out}

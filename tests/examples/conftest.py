@@ -1,0 +1,39 @@
+"""Fixtures of the example-bundle tests: where the bundles are, how to load one file."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+# The Triton kernels run in the interpreter on CPU; this must be set before triton is first
+# imported in this process (the evaluator's child processes set it themselves).
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+BUNDLES = Path(__file__).resolve().parents[2] / "examples" / "bundles"
+TRITON_BASELINE = BUNDLES / "triton-baseline"
+TORCH_COMPILE = BUNDLES / "torch-compile"
+
+
+def operators_of(bundle: Path) -> set[str]:
+    """The operators a bundle folder has a kernel file for."""
+    return {path.stem for path in bundle.glob("*.py")}
+
+
+def load_model_module(bundle: Path, operator: str) -> ModuleType:
+    """Import ``<bundle>/<operator>.py`` under a name of its own."""
+    name = f"example_{bundle.name.replace('-', '_')}_{operator}"
+    spec = importlib.util.spec_from_file_location(name, bundle / f"{operator}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def suite_v1():
+    from evaluator.suite import load_suite
+
+    return load_suite("atrex-bench-v1")
