@@ -59,6 +59,52 @@ def test_a_post_without_the_csrf_token_is_refused(name, kwargs, logged_in):
     assert response.status_code == 403, f"{name}: {response.status_code}"
 
 
+def _every_route() -> list[tuple[str, dict]]:
+    """Every named route of the site (the admin's too) with placeholder path arguments."""
+    from django.urls import URLPattern, URLResolver, get_resolver
+    from django.urls.converters import IntConverter
+
+    found: dict[str, dict] = {}
+
+    def walk(patterns, namespace: str) -> None:
+        for entry in patterns:
+            if isinstance(entry, URLResolver):
+                inner = f"{namespace}{entry.namespace}:" if entry.namespace else namespace
+                walk(entry.url_patterns, inner)
+            elif isinstance(entry, URLPattern) and entry.name:
+                converters = getattr(entry.pattern, "converters", {})
+                kwargs = {
+                    name: 1 if isinstance(converter, IntConverter) else "x"
+                    for name, converter in converters.items()
+                }
+                found.setdefault(f"{namespace}{entry.name}", kwargs)
+
+    walk(get_resolver().url_patterns, "")
+    return sorted(found.items())
+
+
+@pytest.mark.django_db
+def test_no_route_takes_a_logged_in_post_without_the_csrf_token(catalogue):
+    """The whole URL configuration: a cross-site POST riding a staff session is refused
+    before any view acts on it (403), or the route takes no POST at all (405)."""
+    from django.urls import NoReverseMatch
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    accepted = []
+    routes = _every_route()
+    for name, kwargs in routes:
+        try:
+            url = reverse(name, kwargs=kwargs)
+        except NoReverseMatch:  # a regex route of the admin with a fixed choice
+            continue
+        code = client.post(url, {"name": "x"}).status_code
+        if code not in (403, 405):
+            accepted.append(f"{name} {url}: {code}")
+    assert len(routes) > 50
+    assert not accepted, accepted
+
+
 @pytest.mark.django_db
 def test_pages_carry_the_security_headers(client):
     response = client.get(reverse("leaderboard:board"))
