@@ -22,9 +22,11 @@ from triton.language.extra import libdevice
 @triton.jit
 def _round_to(values, dtype: tl.constexpr, SOFTWARE_ROUNDING: tl.constexpr):
     """fp32 -> dtype, round half to even (bf16 by integer arithmetic where asked)."""
-    if SOFTWARE_ROUNDING and dtype == tl.bfloat16:
-        bits = values.to(tl.int32, bitcast=True)
-        values = ((bits + 0x7FFF + ((bits >> 16) & 1)) & -65536).to(tl.float32, bitcast=True)
+    if SOFTWARE_ROUNDING:
+        if dtype == tl.bfloat16:
+            bits = values.to(tl.int32, bitcast=True)
+            rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
+            values = rounded.to(tl.float32, bitcast=True)
     return values.to(dtype)
 
 
