@@ -51,9 +51,15 @@ class Command(BaseCommand):
     help = "Submit and evaluate the example bundles as the 'atrex-examples' account."
 
     def handle(self, *args, **options) -> None:
+        from django.conf import settings
+
+        from evaluator.suite import load_suite
+
         owner, _ = get_user_model().objects.get_or_create(username="atrex-examples")
+        # The examples cover more operators than the default suite has: enter its own.
+        suite_operators = set(load_suite(settings.ATREX["DEFAULT_SUITE"]).operator_slugs())
         for folder_name, is_baseline in DEMO_BUNDLES:
-            data = zip_folder(EXAMPLE_BUNDLES_DIR / folder_name)
+            data = zip_folder(EXAMPLE_BUNDLES_DIR / folder_name, operators=suite_operators)
             upload = SimpleUploadedFile(f"{folder_name}.zip", data, "application/zip")
             existing = Submission.objects.filter(
                 owner=owner, upload_name=upload.name, status=Submission.Status.PUBLISHED

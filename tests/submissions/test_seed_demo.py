@@ -1,0 +1,49 @@
+"""``make demo``'s seeding: the example bundles, written for more operators than the
+default suite has, are entered with the default suite's operator files only, evaluated and
+published; the H200 results are imported with their provenance."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+from django.core.management import call_command
+
+from evaluator.suite import load_suite
+from submissions.demo import EXAMPLE_BUNDLES_DIR, zip_folder
+from submissions.models import Submission
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def test_zip_folder_keeps_only_the_suite_operators_and_the_rest():
+    names = set(
+        zipfile.ZipFile(
+            io.BytesIO(
+                zip_folder(
+                    EXAMPLE_BUNDLES_DIR / "triton-baseline", operators={"rms_norm", "l2_norm"}
+                )
+            )
+        ).namelist()
+    )
+    assert {"rms_norm.py", "l2_norm.py", "atrex.toml"} <= names
+    assert "silu_and_mul.py" not in names and "mrope.py" not in names
+
+
+def test_seed_demo_publishes_the_examples_on_the_default_board(settings):
+    call_command("seed_suite")
+    call_command("seed_demo")
+    default_ops = set(load_suite(settings.ATREX["DEFAULT_SUITE"]).operator_slugs())
+    examples = Submission.objects.filter(owner__username="atrex-examples")
+    triton = examples.get(upload_name="triton-baseline.zip")
+    assert triton.status == Submission.Status.PUBLISHED, triton.error_message
+    assert set(triton.score.operator_scores) == default_ops
+    assert triton.score.real_pass_rate == 1.0
+    eager = examples.get(upload_name="pytorch-eager.zip")
+    assert eager.status == Submission.Status.PUBLISHED and eager.score.fallback_rate == 1.0
+    imported = examples.filter(upload_name="").values_list("title", flat=True)
+    assert "PyTorch eager (the reference)" in imported
+    before = examples.count()
+    call_command("seed_demo")  # idempotent: nothing is entered twice
+    assert Submission.objects.filter(owner__username="atrex-examples").count() == before
