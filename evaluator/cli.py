@@ -261,6 +261,8 @@ def command_run(args: argparse.Namespace) -> int:
     )
     out = Path(args.out)
     log_dir = Path(args.log_dir) if args.log_dir else out.with_name(out.name + ".logs")
+    # Rewritten after every operator; a run killed before the end leaves it behind.
+    checkpoint = out.with_name(out.stem + ".partial.json")
     try:
         suite, sources = _suite_for(args)
         policy = SandboxPolicy.from_environment(mode=args.sandbox, hidden_paths=args.hide)
@@ -278,6 +280,7 @@ def command_run(args: argparse.Namespace) -> int:
             operator_hint=args.operator_hint,
             operator_sources=sources,
             sandbox_policy=policy,
+            checkpoint_path=checkpoint,
         )
     except AtrexError as exc:
         write_results(out, _error_document(args, exc.to_dict()))
@@ -289,6 +292,7 @@ def command_run(args: argparse.Namespace) -> int:
         write_results(out, _error_document(args, error))
         return EXIT_PLATFORM
     write_results(out, results)
+    checkpoint.unlink(missing_ok=True)
     error = results.get("error")
     if error:
         print(f"error [{error['code']}]: {error['message']}", file=sys.stderr)

@@ -32,7 +32,7 @@ from evaluator.child import FrameReader, write_frame
 from evaluator.environment import collect_environment, gpu_clocks
 from evaluator.errors import BundleError
 from evaluator.hardware import HardwareProfile, get_profile
-from evaluator.results import operator_entry, results_document, shape_entry
+from evaluator.results import operator_entry, results_document, shape_entry, write_results
 from evaluator.sandbox import Sandbox, SandboxPolicy, kill_tree, tree_rss_bytes
 from evaluator.scoring import operator_score, summarize
 from evaluator.suite import ShapeSpec, Suite, load_suite
@@ -506,8 +506,14 @@ def run_bundle(
     operator_hint: str | None = None,
     operator_sources: Mapping[str, Mapping[str, str]] | None = None,
     sandbox_policy: SandboxPolicy | None = None,
+    checkpoint_path: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate a bundle on this machine and return the results document (atrex-results/1).
+
+    With ``checkpoint_path``, a results document of the operators finished so far
+    (``"partial": true``, scores over those operators only) is written there after each
+    operator, so that a run killed from outside (a deadline, a lost node) keeps what it
+    measured; the caller removes it once the final document is written.
 
     ``operators`` restricts the suite (importance renormalised among them); shape set,
     hardware profile and seed default per device (smoke/cpu-dev on CPU, full/h200-sxm on
@@ -541,6 +547,48 @@ def run_bundle(
     manifest: BundleManifest | None = None
     entries: list[dict[str, Any]] = []
     policy = sandbox_policy or SandboxPolicy.from_environment()
+
+    def document(*, partial: bool) -> dict[str, Any]:
+        """The results document of the operators in ``entries`` (all of them, or those
+        finished so far when ``partial``: scored with their importance renormalised)."""
+        if error:
+            scores = None
+        elif partial:
+            done = {entry["operator"] for entry in entries}
+            importance = {k: v for k, v in run_suite.importance().items() if k in done}
+            scores = summarize(operators=entries, importance=importance)
+        else:
+            scores = summarize(operators=entries, importance=run_suite.importance())
+        bundle_block = None
+        if manifest is not None:
+            bundle_block = {
+                "operators": sorted(manifest.operators),
+                "warnings": manifest.warnings,
+                "metadata": manifest.metadata,
+            }
+        result = results_document(
+            suite={
+                "name": full_suite.name,
+                "version": full_suite.version,
+                "hash": full_suite.content_hash,
+                "shape_set": shape_set,
+            },
+            hardware=profile.to_dict(),
+            environment=environment,
+            seed_digest="sha256:" + hashlib.sha256(str(seed).encode()).hexdigest(),
+            started_at=started_at,
+            finished_at=None if partial else _now(),
+            wall_s=time.monotonic() - started,
+            error=error,
+            bundle=bundle_block,
+            operators=list(entries),
+            scores=scores,
+        )
+        if partial:
+            result["partial"] = True
+            result["operators_pending"] = [op for op in selected if op not in done]
+        return result
+
     with tempfile.TemporaryDirectory(prefix="atrex-run-") as scratch:
         scratch_dir = Path(scratch)
         sandbox = Sandbox(policy=policy, scratch=scratch_dir, device=device_kind)
@@ -560,6 +608,8 @@ def run_bundle(
             sandbox.prepare_bundle(scratch_dir / "bundle")
             logs = Path(log_dir) if log_dir else scratch_dir / "logs"
             for operator in selected:
+                if checkpoint_path is not None and entries:
+                    write_results(checkpoint_path, document(partial=True))
                 entries.append(
                     _evaluate_operator(
                         operator=operator,
@@ -593,28 +643,4 @@ def run_bundle(
     )
     if device_kind == "cuda":
         environment["clocks_end"] = gpu_clocks()
-    bundle_block = None
-    if manifest is not None:
-        bundle_block = {
-            "operators": sorted(manifest.operators),
-            "warnings": manifest.warnings,
-            "metadata": manifest.metadata,
-        }
-    return results_document(
-        suite={
-            "name": full_suite.name,
-            "version": full_suite.version,
-            "hash": full_suite.content_hash,
-            "shape_set": shape_set,
-        },
-        hardware=profile.to_dict(),
-        environment=environment,
-        seed_digest="sha256:" + hashlib.sha256(str(seed).encode()).hexdigest(),
-        started_at=started_at,
-        finished_at=_now(),
-        wall_s=time.monotonic() - started,
-        error=error,
-        bundle=bundle_block,
-        operators=entries,
-        scores=scores,
-    )
+    return document(partial=False)

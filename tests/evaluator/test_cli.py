@@ -133,3 +133,46 @@ def test_platform_failure_exits_1(tmp_path):
     assert completed.returncode == 1
     error = json.loads(out.read_text())["error"]
     assert error["code"].startswith("platform:")
+
+
+def test_a_run_killed_midway_leaves_the_finished_operators(tmp_path, tiny_suite_file):
+    """After each operator the run rewrites ``<out>.partial.json``: killed during the second
+    operator, the first one's measured results are there, marked partial."""
+    import signal
+    import time
+
+    out, progress = tmp_path / "r.json", tmp_path / "p.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evaluator", "run", str(TRITON_BASELINE), "--suite",
+         str(tiny_suite_file), "--operators", "rms_norm,silu_and_mul", "--device", "cpu",
+         "--time-budget-s", "0.05", "--out", str(out), "--progress", str(progress)],
+        cwd=tmp_path, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    partial = tmp_path / "r.partial.json"
+    deadline = time.monotonic() + 240
+    while not partial.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert partial.exists() and not out.exists()
+    document = json.loads(partial.read_text())
+    assert document["partial"] is True and document["finished_at"] is None
+    (first,) = document["operators"]
+    assert first["operator"] == "rms_norm" and first["shapes"]
+    assert all(shape["status"] == "pass" for shape in first["shapes"])
+    assert document["operators_pending"] == ["silu_and_mul"]
+    assert document["scores"]["aggregate"] == pytest.approx(first["score"])
+
+
+def test_a_finished_run_removes_its_checkpoint(tmp_path, tiny_suite_file):
+    completed = evaluator_cli(
+        "run", str(TRITON_BASELINE), "--suite", str(tiny_suite_file),
+        "--operators", "rms_norm,silu_and_mul", "--device", "cpu", "--time-budget-s", "0.05",
+        "--out", str(tmp_path / "r.json"), tmp_path=tmp_path,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert (tmp_path / "r.json").exists() and not (tmp_path / "r.partial.json").exists()
+    assert "partial" not in json.loads((tmp_path / "r.json").read_text())
