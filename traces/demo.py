@@ -1,4 +1,4 @@
-"""Demo data: the traces recorded on the H200 (results/traces/), imported as three
+"""Demo data: the traces recorded on the H200 (results/traces/), imported as two
 applications, and a draft of atrex-bench v1 proposed from them.
 
 The applications' card-hours are illustrative (the demo has no production fleet); the
@@ -25,11 +25,6 @@ DEMO_TRACES: list[dict[str, Any]] = [
         "file": "h200-llama3-8b.json.gz",
         "application": "chat (Llama-3-8B shaped)",
         "card_hours": 1200.0,
-    },
-    {
-        "file": "h200-qwen2.5-7b.json.gz",
-        "application": "assistant (Qwen2.5-7B shaped)",
-        "card_hours": 800.0,
     },
     {
         "file": "h200-qwen3-30b-a3b.json.gz",

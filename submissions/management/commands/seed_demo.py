@@ -79,6 +79,15 @@ class Command(BaseCommand):
             submission.refresh_from_db()
             self.stdout.write(f"{folder_name}: {submission.status} {submission.error_message}")
         self._import_measured(owner)
+        self._propose_from_traces()
+
+    def _propose_from_traces(self) -> None:
+        """The H200 traces under results/traces/ and a draft of v1 proposed from them."""
+        from traces.demo import demo_traces_load
+
+        proposal = demo_traces_load()
+        if proposal is not None:
+            self.stdout.write(f"trace proposal: draft {proposal.draft.slug}")
 
     def _import_measured(self, owner) -> None:
         import json
