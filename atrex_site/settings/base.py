@@ -173,7 +173,13 @@ CELERY_BEAT_SCHEDULE = {
         "task": "submissions.reap_runs",
         "schedule": _REAPER_S,
         "options": {"queue": "site", "expires": _REAPER_S},
-    }
+    },
+    # Workers without a recent heartbeat shown as lost on the fleet page (fleet/).
+    "mark-lost-workers": {
+        "task": "fleet.mark_lost_workers",
+        "schedule": 60.0,
+        "options": {"queue": "site", "expires": 60.0},
+    },
 }
 
 # --- The portal ---------------------------------------------------------------------------
@@ -239,6 +245,10 @@ ATREX = {
     # Evaluation attempts (and sends of one run's message) before the submission fails
     # with a platform error, which does not count against its owner's quota.
     "MAX_ATTEMPTS": env.int("ATREX_MAX_ATTEMPTS", default=3),
+    # Shards per run (submissions.shards): a submission's operators are split into up to
+    # this many parts, balanced by shape count, each its own task on the hardware's queue
+    # (free workers take them in parallel) and merged into one run. 1: one task per run.
+    "SHARDS_PER_RUN": env.int("ATREX_SHARDS_PER_RUN", default=1),
     "REAPER_INTERVAL_S": _REAPER_S,
     # How long a worker keeps retrying the database (restart, failover) before giving up.
     "DB_RETRY_S": env.float("ATREX_DB_RETRY_S", default=300.0),
