@@ -195,6 +195,10 @@ class EvaluationRun(models.Model):
     # id of a run whose message the broker lost; a duplicate message is harmless).
     dispatched_at = models.DateTimeField(null=True, blank=True)
     dispatch_count = models.PositiveIntegerField(default=0)
+    # How many shards its operators were split into (``Shard``); 0: one task runs them all.
+    shard_count = models.PositiveSmallIntegerField(default=0)
+    # The secret seed of the evaluator's inputs, the same for every shard; never shown.
+    seed = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -254,3 +258,52 @@ class ShapeResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operator}/{self.shape_id}: {self.status}"
+
+
+class Shard(models.Model):
+    """One part of a run's operators, evaluated by one worker (``submissions.shards``).
+
+    A run of more than one shard sends each shard's id to the hardware's queue, so free
+    workers take them in parallel; the last shard to succeed merges them all into the run.
+    A lost or failed shard is tried again alone as a new row (same ``index``, next
+    ``attempt``); the others keep their results."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        # Its worker died (no heartbeat) or its message was lost; a later attempt replaced it.
+        LOST = "lost", "Lost (replaced by a later attempt)"
+        CANCELLED = "cancelled", "Cancelled"
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="shards")
+    index = models.PositiveSmallIntegerField()
+    attempt = models.PositiveSmallIntegerField(default=1)
+    operators = models.JSONField(default=list)
+    status = models.CharField(
+        max_length=12, choices=Status.choices, default=Status.QUEUED, db_index=True
+    )
+    worker = models.CharField(max_length=200, blank=True)
+    shapes_total = models.PositiveIntegerField(default=0)
+    shapes_done = models.PositiveIntegerField(default=0)
+    # This shard's results.json (its operators' entries and its worker's environment).
+    results = models.JSONField(null=True, blank=True)
+    error_code = models.CharField(max_length=60, blank=True)
+    error_message = models.TextField(blank=True)
+    log_tail = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    dispatch_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "index", "attempt"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index", "attempt"], name="shard_attempt_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"shard {self.index} of run {self.run_id} (attempt {self.attempt})"

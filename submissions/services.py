@@ -234,7 +234,11 @@ def submission_enqueue(
 ) -> EvaluationRun:
     """Create the next evaluation run and send its id to the hardware's queue on commit.
 
-    ``dispatch=False`` creates the run without sending it (the caller runs it at once)."""
+    With ``SHARDS_PER_RUN`` above 1 the run is split into shards (``submissions.shards``),
+    whose ids are sent instead. ``dispatch=False`` creates the run without sending it (the
+    caller runs it at once)."""
+    from . import shards
+
     with transaction.atomic():
         if not submission_transition(
             submission=submission, from_status=from_status, to_status=Status.QUEUED, note=note
@@ -248,7 +252,10 @@ def submission_enqueue(
             dispatched_at=timezone.now() if dispatch else None,
             dispatch_count=1 if dispatch else 0,
         )
-        if dispatch:
+        count = shards.shards_wanted(submission)
+        if count:
+            shards.shards_create(run=run, submission=submission, count=count, dispatch=dispatch)
+        elif dispatch:
             transaction.on_commit(lambda: evaluation_run_dispatch(run=run))
     return run
 
@@ -381,6 +388,9 @@ def evaluation_run_claim(*, run_id: int) -> EvaluationRun | None:
         )
         if run is None:
             logger.warning("run %s does not exist: message dropped", run_id)
+            return None
+        if run.shard_count:
+            logger.warning("run %s is split into shards: its own message is dropped", run_id)
             return None
         if run.status == EvaluationRun.Status.RUNNING:
             if run_holder_alive(run):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from . import reaper, services
+from . import reaper, services, shards
 
 
 @shared_task(name=services.EVALUATE_TASK, acks_late=True, reject_on_worker_lost=True)
@@ -12,6 +12,13 @@ def evaluate_run(run_id: int) -> None:
     """Evaluate one run. The message carries only the id; the row is the truth, so a
     redelivered or duplicate message does nothing to a finished or live run."""
     services.evaluation_run_execute(run_id=run_id)
+
+
+@shared_task(name=shards.SHARD_TASK, acks_late=True, reject_on_worker_lost=True)
+def evaluate_shard(shard_id: int) -> None:
+    """Evaluate one shard of a run (its own operators); the last one merges the run. Like
+    ``evaluate_run``, a redelivered or duplicate message does nothing."""
+    shards.shard_execute(shard_id=shard_id)
 
 
 @shared_task(name="submissions.reap_runs", acks_late=False)
