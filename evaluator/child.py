@@ -481,6 +481,7 @@ def _integrity_guard(spec: Any, device: str) -> Any:
     import evaluator.correctness
     import evaluator.fallback as evaluator_fallback
     import evaluator.timing
+    import evaluator.variants
     from evaluator.integrity import IntegrityGuard
 
     del evaluator  # only imported for the snapshot
@@ -496,7 +497,12 @@ def _integrity_guard(spec: Any, device: str) -> Any:
 
 
 def run_job(job: dict[str, Any], result_fd: int) -> int:
-    """Evaluate every shape of the job, streaming one record per shape; 0 when finished."""
+    """Evaluate every shape of the job, streaming one record per shape; 0 when finished.
+
+    With ``validation_variants`` in the job, the operator's hidden variants are checked
+    first (one ``variant`` record each, see ``evaluator.variants``); if one fails, every
+    shape is reported ``incorrect`` with its error, unmeasured.
+    """
     key_hex = job.pop("auth_key", None)
     channel = _Channel(result_fd, bytes.fromhex(key_hex) if key_hex else None)
     del key_hex
@@ -512,6 +518,10 @@ def run_job(job: dict[str, Any], result_fd: int) -> int:
 
     guard = _integrity_guard(spec, job["device"])
     evaluate = evaluate_shape
+    from evaluator.variants import check_variant, failed_variant_error
+
+    # Taken before the candidate exists; none when the run is public (an agent's round).
+    variants = tuple(getattr(spec, "variants", ())) if job.get("validation_variants") else ()
     bundle_dir = Path(job["bundle_dir"])
     try:
         module = import_candidate(bundle_dir / job["module_path"], job["operator"], bundle_dir)
@@ -529,8 +539,37 @@ def run_job(job: dict[str, Any], result_fd: int) -> int:
         send({"event": "tampering", "error": exc.message})
         return 0
     scan_warnings = scan_candidate(module, bundle_dir)  # hints, once per operator
+    variant_records = []
+    for variant in variants:
+        send({"event": "variant_start", "name": variant.name})
+        try:
+            variant_record = check_variant(
+                spec=spec,
+                variant=variant,
+                model_class=module.Model,
+                device=job["device"],
+                run_seed=job["seed"],
+                guard=guard,
+            )
+            guard.check(f"during validation variant {variant.name!r}")
+        except TamperingError as exc:
+            send({"event": "tampering", "error": exc.message})
+            return 0
+        variant_records.append(variant_record)
+        send({"event": "variant", "result": variant_record})
+    variant_error = failed_variant_error(variant_records)
     for shape in job["shapes"]:
         send({"event": "shape_start", "shape_id": shape["shape_id"]})
+        if variant_error is not None:
+            # A wrong answer at a variant makes every shape's answer untrustworthy.
+            record = {
+                "shape_id": shape["shape_id"],
+                "status": "incorrect",
+                "error": variant_error,
+                "warnings": list(scan_warnings),
+            }
+            send({"event": "shape", "result": record})
+            continue
         record = evaluate(job=job, shape=shape, model_class=module.Model, guard=guard)
         record["warnings"] = [*scan_warnings, *record.get("warnings", [])]
         if not record.get("tampering"):

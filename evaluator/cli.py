@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--visibility",
         default="all",
         choices=("all", "public"),
-        help="'public' measures only the suite's public shapes (an agent's rounds); "
-        "default: all shapes, hidden ones included",
+        help="'public' measures only the suite's public shapes and runs no hidden validation "
+        "variant (an agent's rounds); default: all shapes, hidden ones and variants included",
     )
     run.add_argument(
         "--sandbox",
@@ -281,6 +281,8 @@ def command_run(args: argparse.Namespace) -> int:
             operator_sources=sources,
             sandbox_policy=policy,
             checkpoint_path=checkpoint,
+            # An agent sees a public run's results: the hidden variants stay hidden.
+            validation_variants=args.visibility != "public",
         )
     except AtrexError as exc:
         write_results(out, _error_document(args, exc.to_dict()))

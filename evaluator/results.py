@@ -34,6 +34,7 @@ SHAPE_FIELDS = (
     "speedup",
     "own_kernel_share",
     "max_abs_error",
+    "mismatch_share",
     "error",
     "w_flops",
     "q_read_bytes",
@@ -113,6 +114,7 @@ def shape_entry(
         "speedup": finite_or_none(speedup),
         "own_kernel_share": own_share,
         "max_abs_error": finite_or_none(measured.get("max_abs_error")),
+        "mismatch_share": finite_or_none(measured.get("mismatch_share")),
         "error": error if error is not None else measured.get("error"),
         "w_flops": dict(shape.w_flops),
         "q_read_bytes": shape.q_read,
@@ -129,8 +131,10 @@ def operator_entry(
     score: float,
     warnings: list[str],
     shapes: list[dict[str, Any]],
+    variants: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """One entry of the "operators" list."""
+    """One entry of the "operators" list (``variants``: the validation variants' name,
+    status and error; empty when none ran)."""
     return {
         "operator": operator,
         "importance": importance,
@@ -139,6 +143,10 @@ def operator_entry(
         "score": score,
         "warnings": list(warnings),
         "shapes": shapes,
+        "variants": [
+            {"name": v.get("name"), "status": v.get("status"), "error": v.get("error")}
+            for v in variants or ()
+        ],
     }
 
 

@@ -83,6 +83,8 @@ class ChildOutcome:
     unfinished_error: str | None = None
     tampered: bool = False
     """The candidate tampered with the harness or its pipe: every shape fails."""
+    variants: list[dict[str, Any]] = field(default_factory=list)
+    """The validation variants' records: name, status and error only."""
 
     def tampering(self, error: str) -> None:
         """Record tampering: the operator and all its shapes fail with ``error``."""
@@ -232,7 +234,7 @@ def _follow(
     uid = sandbox.uid if sandbox is not None else None
     next_memory_check = 0.0
     deadline = time.monotonic() + shape_timeout_s
-    current: str | None = None
+    current: str | None = None  # what the child is doing: "shape 3", "validation variant 'x'"
     finished = False
     while True:
         left = deadline - time.monotonic()
@@ -248,7 +250,7 @@ def _follow(
             return
         if left <= 0:
             _kill(process, uid)
-            where = f"shape {current}" if current else "importing the candidate"
+            where = current or "importing the candidate"
             outcome.status = "timeout"
             outcome.error = (
                 f"no progress for {shape_timeout_s:.0f} s while {where}; "
@@ -278,7 +280,15 @@ def _follow(
             deadline = time.monotonic() + shape_timeout_s
             event = message.get("event")
             if event == "shape_start":
-                current = str(message.get("shape_id"))
+                current = f"shape {message.get('shape_id')}"
+            elif event == "variant_start":
+                current = f"validation variant {str(message.get('name'))!r}"
+            elif event == "variant" and isinstance(message.get("result"), dict):
+                record = message["result"]
+                outcome.variants.append(
+                    {key: record.get(key) for key in ("name", "status", "error")}
+                )
+                current = None
             elif event == "shape" and isinstance(message.get("result"), dict):
                 record = message["result"]
                 outcome.records[str(record.get("shape_id"))] = record
@@ -308,7 +318,7 @@ def _follow(
             FORGED_RECORD_ERROR.format(detail=f"{len(reader.buffer)} bytes left unframed")
         )
     elif not finished:
-        where = f" during shape {current}" if current else ""
+        where = f" during {current}" if current else ""
         code = process.returncode
         hint = (
             " (the candidate may have called os._exit or sys.exit from a thread)"
@@ -334,6 +344,7 @@ def _job(
     seed: int,
     time_budget_s: float | None,
     operator_source: Mapping[str, Any] | None = None,
+    validation_variants: bool = True,
 ) -> dict[str, Any]:
     job: dict[str, Any] = {
         "operator": operator,
@@ -342,6 +353,7 @@ def _job(
         "device": device,
         "seed": seed,
         "time_budget_s": time_budget_s,
+        "validation_variants": validation_variants,
         "shapes": [
             {
                 "shape_id": s.shape_id,
@@ -396,11 +408,13 @@ def _evaluate_operator(
     shape_timeout_s: float,
     state: RunState,
     operator_source: Mapping[str, Any] | None = None,
+    validation_variants: bool = True,
 ) -> dict[str, Any]:
     threshold = suite.threshold_own_share
     by_id = {shape.shape_id: shape for shape in shapes}
     entries: dict[str, dict[str, Any]] = {}
     warnings: list[str] = []
+    variants: list[dict[str, Any]] = []
 
     def finish(shape: ShapeSpec, **kwargs: Any) -> None:
         entry = shape_entry(shape, hardware=hardware, threshold_own_share=threshold, **kwargs)
@@ -436,6 +450,7 @@ def _evaluate_operator(
             seed=seed,
             time_budget_s=time_budget_s,
             operator_source=operator_source,
+            validation_variants=validation_variants,
         )
         outcome = run_operator_child(
             job=job,
@@ -445,6 +460,7 @@ def _evaluate_operator(
             on_record=on_record,
         )
         status, error = outcome.status, outcome.error
+        variants = outcome.variants
         if outcome.tampered:
             # Shapes already reported are failed too: the tampering may predate them.
             for shape in shapes:
@@ -474,6 +490,7 @@ def _evaluate_operator(
         score=score,
         warnings=warnings,
         shapes=ordered,
+        variants=variants,
     )
 
 
@@ -507,6 +524,7 @@ def run_bundle(
     operator_sources: Mapping[str, Mapping[str, str]] | None = None,
     sandbox_policy: SandboxPolicy | None = None,
     checkpoint_path: str | os.PathLike[str] | None = None,
+    validation_variants: bool = True,
 ) -> dict[str, Any]:
     """Evaluate a bundle on this machine and return the results document (atrex-results/1).
 
@@ -514,6 +532,10 @@ def run_bundle(
     (``"partial": true``, scores over those operators only) is written there after each
     operator, so that a run killed from outside (a deadline, a lost node) keeps what it
     measured; the caller removes it once the final document is written.
+
+    ``validation_variants`` (default on) also checks each operator at its hidden validation
+    variants (``evaluator.variants``); a run an agent sees the results of (``--visibility
+    public``) turns them off, so that variants stay hidden.
 
     ``operators`` restricts the suite (importance renormalised among them); shape set,
     hardware profile and seed default per device (smoke/cpu-dev on CPU, full/h200-sxm on
@@ -633,6 +655,7 @@ def run_bundle(
                             if operator in sources
                             else None
                         ),
+                        validation_variants=validation_variants,
                     )
                 )
     scores = summarize(operators=entries, importance=run_suite.importance()) if not error else None
