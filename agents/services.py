@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
-from celery import current_app
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from atrex_site.celery import app as celery_app
 from evaluator.errors import AtrexError, PlatformError, UserError
 from leaderboard import selectors as leaderboard_selectors
 from leaderboard.models import HardwareProfile, SuiteVersion
@@ -212,7 +212,7 @@ def campaign_start(
 
 def campaign_dispatch(*, campaign: Campaign) -> None:
     """Send the campaign's id to its hardware's evaluation queue."""
-    current_app.send_task(
+    celery_app.send_task(
         CAMPAIGN_TASK, args=[campaign.pk], queue=campaign.submission.hardware.queue
     )
 

@@ -137,7 +137,7 @@ def _kombu_round_trips(url: str, count: int, queue: str) -> float:
     """Seconds per message: publish a Celery task message, fetch it, acknowledge it."""
     from celery import Celery
 
-    app = Celery("fleet-model", broker=url)
+    app = Celery("fleet-model", broker=url, set_as_current=False)
     app.conf.broker_connection_retry_on_startup = False
     with app.connection_for_write() as conn:
         channel = conn.default_channel

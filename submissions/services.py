@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
 
-from celery import current_app
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import UploadedFile
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from atrex_site.celery import app as celery_app
 from evaluator.bundle import inspect_bundle
 from evaluator.errors import AtrexError, BundleError, PlatformError
 from evaluator.scoring import operator_score, summarize
@@ -266,7 +266,7 @@ def evaluation_run_dispatch(*, run: EvaluationRun) -> None:
     The row is committed first, so a broker that cannot be reached loses nothing: the
     reaper sends the id again once the run has waited past its grace period."""
     try:
-        current_app.send_task(EVALUATE_TASK, args=[run.pk], queue=run.queue)
+        celery_app.send_task(EVALUATE_TASK, args=[run.pk], queue=run.queue)
     except Exception:  # noqa: BLE001 - any broker failure; the reaper re-sends the run
         logger.exception("could not send run %s to %s; the reaper will send it", run.pk, run.queue)
 

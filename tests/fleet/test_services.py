@@ -117,7 +117,7 @@ def test_the_admin_list_links_to_the_status_page(client):
 def test_queue_depth_on_the_filesystem_broker_counts_message_files(tmp_path):
     from celery import Celery
 
-    app = Celery("fleet-fs-test", broker="filesystem://")
+    app = Celery("fleet-fs-test", broker="filesystem://", set_as_current=False)
     (tmp_path / "control").mkdir()
     app.conf.broker_transport_options = {
         "data_folder_in": str(tmp_path),
@@ -137,6 +137,6 @@ def test_an_unreachable_broker_is_reported_not_raised():
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    app = Celery("fleet-down-test", broker=f"redis://127.0.0.1:{port}/0")
+    app = Celery("fleet-down-test", broker=f"redis://127.0.0.1:{port}/0", set_as_current=False)
     sizes, error = selectors.broker_queue_sizes(["eval.h20"], app=app)
     assert sizes == {"eval.h20": None} and "Error" in error
