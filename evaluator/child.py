@@ -480,6 +480,7 @@ def _integrity_guard(spec: Any, device: str) -> Any:
 
     import evaluator.correctness
     import evaluator.fallback as evaluator_fallback
+    import evaluator.operators._variants
     import evaluator.timing
     import evaluator.variants
     from evaluator.integrity import IntegrityGuard
@@ -518,10 +519,9 @@ def run_job(job: dict[str, Any], result_fd: int) -> int:
 
     guard = _integrity_guard(spec, job["device"])
     evaluate = evaluate_shape
-    from evaluator.variants import check_variant, failed_variant_error
+    from evaluator.variants import check_variant, failed_variant_error, variants_of
 
-    # Taken before the candidate exists; none when the run is public (an agent's round).
-    variants = tuple(getattr(spec, "variants", ())) if job.get("validation_variants") else ()
+    variants = variants_of(job)  # taken before the candidate exists
     bundle_dir = Path(job["bundle_dir"])
     try:
         module = import_candidate(bundle_dir / job["module_path"], job["operator"], bundle_dir)

@@ -1,8 +1,8 @@
 """Hidden validation variants: correctness at inputs the published shapes leave out.
 
-DECISIONS.md 6: besides the suite's shapes, a candidate is checked at each variant its
-operator declares (``OperatorSpec.variants``, see ``ValidationVariant``): rotary at non-zero
-positions, several sequences, shuffled block tables, monotone gates. The checks are the
+DECISIONS.md 6: besides the suite's shapes, a candidate is checked at each variant of its
+operator (declared in ``evaluator.operators._variants``): rotary at non-zero positions,
+several sequences, shuffled block tables, monotone gates. The checks are the
 shapes' own (``evaluator.correctness.check_shape``: inputs from seeds derived from the
 run's secret seed, poisoned memory, the candidate before the reference, hygiene and the
 integrity guard after every call); nothing is timed and nothing is scored. A variant that
@@ -23,6 +23,16 @@ from typing import Any
 
 VARIANT_SHAPE_PREFIX = "variant:"
 """Shape ids of variants in seeds and messages; a suite's shape ids never start with it."""
+
+
+def variants_of(job: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The variants a child's job is checked at: none for a public run (the runner leaves
+    ``validation_variants`` off) or an operator loaded from uploaded sources."""
+    if not job.get("validation_variants") or job.get("operator_source"):
+        return ()
+    from evaluator.operators._variants import variants_for
+
+    return variants_for(str(job["operator"]))
 
 
 def variant_spec(spec: Any, variant: Any) -> Any:

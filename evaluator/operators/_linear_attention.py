@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import torch
 
-from evaluator.operators.base import InputAdjuster
-
 
 def value_head_map(num_v_heads: int, num_qk_heads: int, *, device: torch.device) -> torch.Tensor:
     """Index of the query/key head read by each value head: min(⌊j/r⌋, Hqk−1), r=max(⌊Hv/Hqk⌋,1)."""
@@ -50,46 +48,3 @@ def write_back_pool(
     for batch_index, slot in enumerate(indices.tolist()):
         result[int(slot)] = states[batch_index].to(result.dtype)
     return result
-
-
-# --------------------------------------------------------------------------- validation variants
-
-VARIANT_GATE_STEP = 0.05
-"""Largest per-token log-decay of the monotone variant gates: a 64-token chunk then decays
-by e^-1.6 on average, so the state and the intra-chunk terms both stay visible."""
-
-
-def monotone_gates(chunk_size: int) -> InputAdjuster:
-    """An input adjuster replacing ``g`` (B, T, Hv) by chunk-local cumulative sums of
-    −0.05·U[0,1) steps, as FLA feeds its chunked kernels: g falls within every chunk.
-
-    The published gates are random, so about half of the causal pairs are masked by the
-    safe exp; with monotone gates none is, and every exponent is taken.
-    """
-
-    def adjust(
-        inputs: dict[str, torch.Tensor], generator: torch.Generator
-    ) -> dict[str, torch.Tensor]:
-        gates = inputs["g"]
-        batch, tokens, heads = gates.shape
-        chunks = -(-tokens // chunk_size)
-        steps = -VARIANT_GATE_STEP * torch.rand(
-            (batch, chunks * chunk_size, heads),
-            dtype=torch.float32,
-            device=gates.device,
-            generator=generator,
-        )
-        cumulative = steps.view(batch, chunks, chunk_size, heads).cumsum(dim=2)
-        return {**inputs, "g": cumulative.view(batch, chunks * chunk_size, heads)[:, :tokens]}
-
-    return adjust
-
-
-def other_state_slots(
-    inputs: dict[str, torch.Tensor], generator: torch.Generator
-) -> dict[str, torch.Tensor]:
-    """``initial_state_indices`` replaced by distinct pool slots other than 0, in no order
-    (the published ones are b mod S, with B = 1: always slot 0)."""
-    pool, indices = inputs["initial_state"], inputs["initial_state_indices"]
-    slots = torch.randperm(pool.shape[0] - 1, generator=generator, device=pool.device) + 1
-    return {**inputs, "initial_state_indices": slots[: indices.numel()].to(torch.int32)}

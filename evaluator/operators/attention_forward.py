@@ -28,14 +28,14 @@ from evaluator.operators._attention import (
     attend_fp32,
     inverse_sqrt,
 )
-from evaluator.operators.base import OperatorSpec, ValidationVariant, Work, randn_bf16
+from evaluator.operators.base import OperatorSpec, Work, randn_bf16
 
 CHECKER_NOTES = (
     ATTENTION_CHECKER_NOTES
     + """\
-Not causal: a candidate that masks fails. Published shapes are single sequences; the
-validation variants pack several sequences of different lengths (cu_seqlens_k =
-cu_seqlens_q, as every published shape has).
+Not causal: a candidate that masks fails. Published shapes are single sequences; validation
+variants need several sequences of different lengths (cu_seqlens) and, ideally,
+cu_seqlens_k ≠ cu_seqlens_q.
 """
 )
 
@@ -106,20 +106,6 @@ def work(init_kwargs: Mapping[str, Any], input_kwargs: Mapping[str, Any]) -> Wor
     )
 
 
-# Several packed sequences (every published shape is one), at both published head sizes.
-VARIANTS = (
-    ValidationVariant(
-        name="several sequences (lengths 5, 1, 19, 33)",
-        init_kwargs={},
-        input_kwargs={"seq_lens": [5, 1, 19, 33], "num_heads": 2, "head_dim": 128},
-    ),
-    ValidationVariant(
-        name="several sequences (lengths 40, 3, 16)",
-        init_kwargs={},
-        input_kwargs={"seq_lens": [40, 3, 16], "num_heads": 4, "head_dim": 72},
-    ),
-)
-
 SPEC = OperatorSpec(
     slug="attention_forward",
     atrex_id="atrex_001",
@@ -129,5 +115,4 @@ SPEC = OperatorSpec(
     policy=ATTENTION_POLICY,
     dtype="bf16",
     phase="prefill",
-    variants=VARIANTS,
 )

@@ -53,27 +53,6 @@ FP16_POLICY = CorrectnessPolicy(rtol=2.0**-9, atol_scale=1e-4)
 FP32_POLICY = CorrectnessPolicy(rtol=1e-5, atol_scale=1e-6)
 
 
-InputAdjuster = Callable[[dict[str, torch.Tensor], torch.Generator], dict[str, torch.Tensor]]
-"""Rewrites inputs drawn by an operator's ``make_inputs`` (same generator, drawn after them)."""
-
-
-@dataclass(frozen=True)
-class ValidationVariant:
-    """A hidden correctness point of an operator (DECISIONS.md 6): checked, never timed.
-
-    It exercises what the published shapes leave out (rotary at non-zero positions,
-    several sequences, shuffled block tables, monotone gates). Its inputs are the
-    operator's ``make_inputs`` at ``input_kwargs``, then rewritten by ``adjust`` when given;
-    its reference is ``Model(**init_kwargs)``. The sizes stay small: variants run on every
-    evaluation, on the CPU too. ``name`` is what a failing candidate is told.
-    """
-
-    name: str
-    init_kwargs: Mapping[str, Any]
-    input_kwargs: Mapping[str, Any]
-    adjust: InputAdjuster | None = None
-
-
 @dataclass(frozen=True)
 class OperatorSpec:
     """A built-in operator: identity, reference, input generator, work model, policy."""
@@ -87,8 +66,6 @@ class OperatorSpec:
     dtype: str
     phase: str
     output_names: tuple[str, ...] = field(default=("out",))
-    variants: tuple[ValidationVariant, ...] = ()
-    """Hidden validation variants (see ``ValidationVariant``); none for most operators."""
 
     def make_inputs(
         self, *, device: str | torch.device, seed: int, **input_kwargs: Any

@@ -28,19 +28,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from evaluator.operators._linear_attention import (
-    heads_major_fp32,
-    monotone_gates,
-    safe_exp,
-    value_head_map,
-)
-from evaluator.operators.base import (
-    BF16_POLICY,
-    OperatorSpec,
-    ValidationVariant,
-    Work,
-    randn_bf16,
-)
+from evaluator.operators._linear_attention import heads_major_fp32, safe_exp, value_head_map
+from evaluator.operators.base import BF16_POLICY, OperatorSpec, Work, randn_bf16
 
 CHECKER_NOTES = (
     "Outputs are tiny (|out| <= ~0.01): upstream's fixed atol 1e-2 passes an all-zero answer; "
@@ -151,25 +140,6 @@ def work(init_kwargs: Mapping[str, Any], input_kwargs: Mapping[str, Any]) -> Wor
     )
 
 
-# Published gates are random (half the causal pairs masked by the safe exp); real ones fall
-# within each chunk. T = 100 leaves a partial last chunk.
-VARIANTS = (
-    ValidationVariant(
-        name="monotone (chunk-cumulative) gates",
-        init_kwargs={"chunk_size": 64},
-        input_kwargs={
-            "batch_size": 1,
-            "token_count": 100,
-            "num_q_heads": 2,
-            "num_v_heads": 4,
-            "key_dim": 128,
-            "value_dim": 128,
-            "chunk_size": 64,
-        },
-        adjust=monotone_gates(64),
-    ),
-)
-
 SPEC = OperatorSpec(
     slug="chunk_delta_rule_output",
     atrex_id="atrex_004",
@@ -179,5 +149,4 @@ SPEC = OperatorSpec(
     policy=BF16_POLICY,
     dtype="bf16",
     phase="prefill",
-    variants=VARIANTS,
 )

@@ -31,19 +31,11 @@ from torch import nn
 
 from evaluator.operators._linear_attention import (
     heads_major_fp32,
-    monotone_gates,
-    other_state_slots,
     safe_exp,
     value_head_map,
     write_back_pool,
 )
-from evaluator.operators.base import (
-    BF16_POLICY,
-    OperatorSpec,
-    ValidationVariant,
-    Work,
-    randn_bf16,
-)
+from evaluator.operators.base import BF16_POLICY, OperatorSpec, Work, randn_bf16
 
 CHECKER_NOTES = (
     "Dict output h (bf16), v_new (bf16), final_state (fp32, the WHOLE pool). Compare every "
@@ -183,31 +175,6 @@ def work(init_kwargs: Mapping[str, Any], input_kwargs: Mapping[str, Any]) -> Wor
     return Work(w_flops={"bf16": flops}, q_read=q_read, q_write=q_write)
 
 
-_VARIANT_SIZES = {
-    "batch_size": 1,
-    "token_count": 100,
-    "num_k_heads": 2,
-    "num_v_heads": 4,
-    "key_dim": 128,
-    "value_dim": 128,
-    "state_count": 5,
-}
-# Published gates are random and every published shape (B = 1) starts from pool slot 0.
-VARIANTS = (
-    ValidationVariant(
-        name="monotone (chunk-cumulative) gates",
-        init_kwargs={"chunk_size": 64},
-        input_kwargs=_VARIANT_SIZES,
-        adjust=monotone_gates(64),
-    ),
-    ValidationVariant(
-        name="state in a pool slot other than 0",
-        init_kwargs={"chunk_size": 64},
-        input_kwargs=_VARIANT_SIZES,
-        adjust=other_state_slots,
-    ),
-)
-
 SPEC = OperatorSpec(
     slug="chunk_gated_delta_rule_state",
     atrex_id="atrex_005",
@@ -218,5 +185,4 @@ SPEC = OperatorSpec(
     dtype="bf16",
     phase="prefill",
     output_names=("h", "v_new", "final_state"),
-    variants=VARIANTS,
 )

@@ -29,18 +29,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from evaluator.operators._linear_attention import (
-    other_state_slots,
-    value_head_map,
-    write_back_pool,
-)
-from evaluator.operators.base import (
-    BF16_POLICY,
-    OperatorSpec,
-    ValidationVariant,
-    Work,
-    randn_bf16,
-)
+from evaluator.operators._linear_attention import value_head_map, write_back_pool
+from evaluator.operators.base import BF16_POLICY, OperatorSpec, Work, randn_bf16
 
 CHECKER_NOTES = (
     "Dict output out (bf16, tiny: |out| <= ~0.004, so upstream's atol 1e-2 passes zeros) and "
@@ -193,26 +183,6 @@ def work(init_kwargs: Mapping[str, Any], input_kwargs: Mapping[str, Any]) -> Wor
     return Work(w_flops={"bf16": flops}, q_read=q_read, q_write=q_write)
 
 
-# The decay exp(g) is computed inside the operator from A_log, a and dt_bias (g <= 0 for any
-# input), so there are no free gates to make monotone. Every published shape (B = 1) starts
-# from pool slot 0.
-VARIANTS = (
-    ValidationVariant(
-        name="state in a pool slot other than 0",
-        init_kwargs={"softplus_beta": 1.0, "softplus_threshold": 20.0, "use_qk_l2norm": True},
-        input_kwargs={
-            "batch_size": 1,
-            "token_count": 3,
-            "num_q_heads": 2,
-            "num_v_heads": 4,
-            "key_dim": 128,
-            "value_dim": 128,
-            "state_count": 4,
-        },
-        adjust=other_state_slots,
-    ),
-)
-
 SPEC = OperatorSpec(
     slug="gated_delta_rule_update",
     atrex_id="atrex_013",
@@ -223,5 +193,4 @@ SPEC = OperatorSpec(
     dtype="bf16",
     phase="decode",
     output_names=("out", "final_state"),
-    variants=VARIANTS,
 )

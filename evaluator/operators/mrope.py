@@ -23,19 +23,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from evaluator.operators.base import (
-    BF16_POLICY,
-    OperatorSpec,
-    ValidationVariant,
-    Work,
-    randn_bf16,
-)
+from evaluator.operators.base import BF16_POLICY, OperatorSpec, Work, randn_bf16
 
 CHECKER_NOTES = """\
 Dict output {q, k}, bf16, one rounding point: BF16_POLICY. The published shapes use only the
-default NeoX, non-interleaved style, and small random angles (cos ≈ 1); the validation
-variant takes its tables from real, distinct (t, h, w) positions. The interleaved and GPT-J
-styles are in no published shape, so no variant judges a candidate on them.
+default NeoX, non-interleaved style, and small random angles (cos ≈ 1, the three position
+axes nearly alike); the hidden validation variants (DECISIONS.md 6) cover real angles.
 """
 
 
@@ -149,53 +142,6 @@ def work(init_kwargs: Mapping[str, Any], input_kwargs: Mapping[str, Any]) -> Wor
     )
 
 
-VARIANT_ROPE_BASE = 1_000_000.0
-MAX_VARIANT_POSITION = 4096
-
-
-def position_angles(
-    inputs: dict[str, torch.Tensor], generator: torch.Generator
-) -> dict[str, torch.Tensor]:
-    """cos/sin tables of real M-RoPE angles: θ[a, t, f] = p[a, t]·10⁶^(−f/half), with the
-    (temporal, height, width) positions of each token drawn apart in [0, 4096).
-
-    The published tables are of small angles (0.1·N(0,1): cos ≈ 1, the three axes nearly
-    alike), where a kernel that ignores cos or reads the wrong axis stays within tolerance.
-    """
-    cos = inputs["cos"]
-    axes, tokens, half = cos.shape
-    positions = torch.randint(
-        0, MAX_VARIANT_POSITION, (axes, tokens), generator=generator, device=cos.device
-    )
-    exponents = torch.arange(half, dtype=torch.float64, device=cos.device) / half
-    inverse_frequency = VARIANT_ROPE_BASE**-exponents
-    angles = (positions.double().unsqueeze(-1) * inverse_frequency).float()
-    return {**inputs, "cos": torch.cos(angles), "sin": torch.sin(angles)}
-
-
-# The published configuration (NeoX, not interleaved, sections 16/24/24 of 128) at real
-# angles; the interleaved and GPT-J styles are in the interface but in no published shape.
-VARIANTS = (
-    ValidationVariant(
-        name="rotary angles of distinct (t, h, w) positions",
-        init_kwargs={
-            "head_size": 128,
-            "rotary_dim": 128,
-            "mrope_section": [16, 24, 24],
-            "mrope_interleaved": False,
-            "is_neox_style": True,
-        },
-        input_kwargs={
-            "token_count": 6,
-            "num_query_heads": 4,
-            "num_kv_heads": 2,
-            "head_size": 128,
-            "rotary_dim": 128,
-        },
-        adjust=position_angles,
-    ),
-)
-
 SPEC = OperatorSpec(
     slug="mrope",
     atrex_id="atrex_023",
@@ -206,5 +152,4 @@ SPEC = OperatorSpec(
     dtype="bf16",
     phase="prefill/decode",
     output_names=("q", "k"),
-    variants=VARIANTS,
 )

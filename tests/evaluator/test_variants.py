@@ -19,11 +19,12 @@ from evaluator.operators import mrope as mrope_op
 from evaluator.operators import paged_attention_decode as paged_op
 from evaluator.operators import reshape_and_cache as reshape_op
 from evaluator.operators import unified_attention as unified_op
+from evaluator.operators._variants import VARIANTS, variants_for
 from evaluator.runner import run_bundle
 from evaluator.suite import load_suite
-from evaluator.variants import check_variant, failed_variant_error, variant_spec
+from evaluator.variants import check_variant, failed_variant_error, variant_spec, variants_of
 
-from .conftest import TRITON_BASELINE
+from .conftest import REPO, TRITON_BASELINE
 from .exploits.test_corpus import CORPUS
 from .test_cli import evaluator_cli
 
@@ -43,7 +44,7 @@ CPU = torch.device("cpu")
 
 def variant_inputs(slug: str, index: int = 0, seed: int = 7) -> dict[str, torch.Tensor]:
     spec = get_operator(slug)
-    variant = spec.variants[index]
+    variant = variants_for(slug)[index]
     return variant_spec(spec, variant).make_inputs(
         device=CPU, seed=seed, **dict(variant.input_kwargs)
     )
@@ -52,14 +53,33 @@ def variant_inputs(slug: str, index: int = 0, seed: int = 7) -> dict[str, torch.
 @pytest.mark.parametrize("slug", sorted(COVERED))
 def test_every_variant_passes_the_reference_itself(slug):
     spec = get_operator(slug)
-    assert spec.variants, f"{slug} declares no validation variant"
-    names = [variant.name for variant in spec.variants]
+    assert variants_for(slug), f"{slug} declares no validation variant"
+    names = [variant.name for variant in variants_for(slug)]
     assert len(set(names)) == len(names)
-    for variant in spec.variants:
+    for variant in variants_for(slug):
         record = check_variant(
             spec=spec, variant=variant, model_class=spec.model_class, device="cpu", run_seed=5
         )
         assert record == {"name": variant.name, "status": "pass", "error": None}
+
+
+def test_the_operator_sources_agents_are_shown_name_no_variant():
+    """An agent's round shows it ``evaluator/operators/<slug>.py`` as the reference source
+    (``agents.loop.reference_source``): the variants live elsewhere."""
+    assert set(VARIANTS) == COVERED
+    for slug, variants in VARIANTS.items():
+        source = (REPO / "evaluator" / "operators" / f"{slug}.py").read_text()
+        assert "_variants" not in source
+        for variant in variants:
+            assert variant.name not in source
+
+
+def test_a_job_gets_variants_only_when_asked_and_only_for_built_in_operators():
+    job = {"operator": "fused_qkv_rope", "validation_variants": True}
+    assert variants_of(job) == variants_for("fused_qkv_rope")
+    assert variants_of({**job, "validation_variants": False}) == ()
+    assert variants_of({**job, "operator_source": {"files": {}}}) == ()
+    assert variants_of({**job, "operator": "rms_norm"}) == ()
 
 
 def test_rope_variants_rotate_at_distinct_non_zero_positions():
@@ -78,7 +98,7 @@ def test_mrope_variant_tables_come_from_real_angles():
 
 
 def test_attention_variants_pack_several_sequences():
-    for index in range(len(get_operator("attention_forward").variants)):
+    for index in range(len(variants_for("attention_forward"))):
         bounds = variant_inputs("attention_forward", index)["cu_seqlens_q"].tolist()
         lengths = [b - a for a, b in zip(bounds, bounds[1:], strict=False)]
         assert len(lengths) >= 3 and len(set(lengths)) == len(lengths)
@@ -86,7 +106,7 @@ def test_attention_variants_pack_several_sequences():
 
 def test_unified_variant_shuffles_blocks_without_changing_the_answer():
     spec = get_operator("unified_attention")
-    variant = spec.variants[0]
+    variant = variants_for("unified_attention")[0]
     drawn = spec.make_inputs(device=CPU, seed=3, **dict(variant.input_kwargs))
     shuffled = variant_spec(spec, variant).make_inputs(
         device=CPU, seed=3, **dict(variant.input_kwargs)
@@ -126,7 +146,7 @@ def test_delta_rule_gates_fall_within_every_chunk(slug):
 @pytest.mark.parametrize("slug", ["chunk_gated_delta_rule_state", "gated_delta_rule_update"])
 def test_state_variant_starts_from_another_pool_slot(slug):
     spec = get_operator(slug)
-    (variant,) = [v for v in spec.variants if "slot" in v.name]
+    (variant,) = [v for v in variants_for(slug) if "slot" in v.name]
     inputs = variant_spec(spec, variant).make_inputs(
         device=CPU, seed=1, **dict(variant.input_kwargs)
     )
@@ -223,7 +243,7 @@ def test_a_candidate_right_only_where_published_shapes_look_fails_a_variant(
         check_variant(
             spec=spec, variant=variant, model_class=candidate_class, device="cpu", run_seed=11
         )
-        for variant in spec.variants
+        for variant in variants_for(slug)
     ]
     failed = [record for record in records if record["status"] != "pass"]
     assert failed, records
@@ -244,7 +264,11 @@ def test_a_candidate_that_raises_at_a_variant_is_a_runtime_error_naming_it():
             return super().forward(qkv, positions, qkv_bias)
 
     record = check_variant(
-        spec=spec, variant=spec.variants[0], model_class=OneTokenOnly, device="cpu", run_seed=2
+        spec=spec,
+        variant=variants_for("fused_qkv_rope")[0],
+        model_class=OneTokenOnly,
+        device="cpu",
+        run_seed=2,
     )
     assert record["status"] == "runtime_error"
     assert record["error"] == (
@@ -275,7 +299,7 @@ def test_the_honest_triton_kernels_pass_every_variant_and_results_list_them(tmp_
     )
     assert results["error"] is None
     for entry in results["operators"]:
-        expected = [variant.name for variant in get_operator(entry["operator"]).variants]
+        expected = [variant.name for variant in variants_for(entry["operator"])]
         assert [v["name"] for v in entry["variants"]] == expected
         assert all(set(v) == {"name", "status", "error"} for v in entry["variants"])
         assert [v["status"] for v in entry["variants"]] == ["pass"] * len(expected)
