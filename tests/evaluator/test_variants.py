@@ -285,14 +285,28 @@ def smoke_zero_suite(operators: list[str]):
     return replace(suite, shapes=tuple(s for s in suite.shapes if s.shape_id == "smoke-0"))
 
 
-@pytest.mark.slow
-def test_the_honest_triton_kernels_pass_every_variant_and_results_list_them(tmp_path):
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("slug", sorted(COVERED))
+def test_every_variant_draws_on_cuda_and_passes_the_reference_there(slug):
+    spec = get_operator(slug)
+    for variant in variants_for(slug):
+        record = check_variant(
+            spec=spec, variant=variant, model_class=spec.model_class, device="cuda", run_seed=5
+        )
+        assert record["status"] == "pass", record
+
+
+def assert_honest_triton_kernels_pass_every_variant(device: str, hardware: str, tmp_path):
     operators = ["fused_qkv_rope", "mrope", "reshape_and_cache"]
     results = run_bundle(
         bundle_path=TRITON_BASELINE,
         suite=smoke_zero_suite(operators),
-        hardware="cpu-dev",
-        device="cpu",
+        hardware=hardware,
+        device=device,
         shape_set="smoke",
         time_budget_s=0.05,
         log_dir=tmp_path / "logs",
@@ -305,6 +319,17 @@ def test_the_honest_triton_kernels_pass_every_variant_and_results_list_them(tmp_
         assert [v["status"] for v in entry["variants"]] == ["pass"] * len(expected)
         assert [s["status"] for s in entry["shapes"]] == ["pass"], entry["shapes"]
         assert entry["score"] > 0
+
+
+@pytest.mark.slow
+def test_the_honest_triton_kernels_pass_every_variant_and_results_list_them(tmp_path):
+    assert_honest_triton_kernels_pass_every_variant("cpu", "cpu-dev", tmp_path)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_the_honest_triton_kernels_pass_every_variant_on_cuda(tmp_path):
+    assert_honest_triton_kernels_pass_every_variant("cuda", "h200-sxm", tmp_path)
 
 
 @pytest.mark.slow
