@@ -24,7 +24,9 @@ from typing import Any
 import torch
 
 from evaluator.errors import EvaluationError
-from evaluator.operators.base import CorrectnessPolicy, OperatorSpec
+from evaluator.operators.base import CorrectnessPolicy, Fp8CodePolicy, OperatorSpec
+
+LeafRule = CorrectnessPolicy | Fp8CodePolicy
 
 
 class CandidateError(EvaluationError):
@@ -115,9 +117,19 @@ def _structure_error(reference: Any, candidate: Any) -> str | None:
 
 
 def compare_tensors(
-    reference: torch.Tensor, candidate: Any, *, policy: CorrectnessPolicy, where: str
+    reference: torch.Tensor,
+    candidate: Any,
+    *,
+    policy: LeafRule,
+    where: str,
+    scales: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> Comparison:
-    """Compare one output leaf; ``where`` ('shape 3, output out') prefixes every message."""
+    """Compare one output leaf; ``where`` ('shape 3, output out') prefixes every message.
+
+    ``policy`` is the leaf's rule; a ``CorrectnessPolicy`` given for a ``float8_e4m3fn``
+    leaf stands for its rule of that leaf (the fp8 code rule unless it names another).
+    ``scales`` is (reference's, candidate's) scale leaf, for an fp8 rule with a scale.
+    """
     if type(candidate) is not torch.Tensor:
         return Comparison(
             False,
@@ -128,10 +140,15 @@ def compare_tensors(
         return Comparison(
             False, f"{where}: shape {tuple(candidate.shape)}, expected {tuple(reference.shape)}"
         )
-    if policy.check_dtype and candidate.dtype != reference.dtype:
+    if isinstance(policy, CorrectnessPolicy) and reference.dtype == torch.float8_e4m3fn:
+        policy = policy.rule_for(None, reference.dtype)
+    check_dtype = policy.check_dtype if isinstance(policy, CorrectnessPolicy) else True
+    if check_dtype and candidate.dtype != reference.dtype:
         return Comparison(False, f"{where}: dtype {candidate.dtype}, expected {reference.dtype}")
     if candidate.device != reference.device:
         return Comparison(False, f"{where}: on {candidate.device}, expected {reference.device}")
+    if isinstance(policy, Fp8CodePolicy):
+        return compare_fp8_codes(reference, candidate, rule=policy, where=where, scales=scales)
     if not (reference.is_floating_point() or candidate.is_floating_point()):
         equal = torch.equal(reference, candidate)
         mismatched = 0.0 if equal else float((reference != candidate).double().mean())
@@ -144,7 +161,20 @@ def compare_tensors(
             )
         )
         return Comparison(equal, error, 0.0 if equal else float("inf"), mismatched)
-    return _compare_floating(reference, candidate, policy=policy, where=where)
+    result = _compare_floating(reference, candidate, policy=policy, where=where)
+    if result.ok and policy.tight is not None:
+        tight = _compare_floating(reference, candidate, policy=policy.tight, where=where)
+        if not tight.ok:
+            return Comparison(
+                False,
+                f"{tight.error} (this output's tighter rule, which at most "
+                f"{policy.tight.max_mismatch_share:.2%} of the elements may miss)",
+                result.max_abs_error,
+                tight.mismatch_share,
+                result.mean_tolerance_used,
+            )
+        result.mismatch_share = max(result.mismatch_share, tight.mismatch_share)
+    return result
 
 
 def _compare_floating(
@@ -168,7 +198,10 @@ def _compare_floating(
     bad_count = int(bad.sum())
     share = bad_count / ref.numel()
     max_abs_error = float("inf") if bool(bad_nonfinite.any()) else float(abs_error.max())
-    used = float((abs_error / (atol + policy.rtol * safe_ref.abs())).mean())
+    limit = atol + policy.rtol * safe_ref.abs()
+    # Where the rule is exact (a zero limit), an exact element uses none of it.
+    ratio = torch.where(limit > 0, abs_error / limit.clamp_min(1e-300), abs_error * float("inf"))
+    used = float(ratio.nan_to_num(nan=0.0).mean())
     if share <= policy.max_mismatch_share:
         return Comparison(True, None, max_abs_error, share, used)
     worst = int(torch.where(bad, abs_error.nan_to_num(posinf=1e308) + 1, 0).argmax())
@@ -184,27 +217,181 @@ def _compare_floating(
     return Comparison(False, f"{where}: {detail}", max_abs_error, share, used)
 
 
+# Elements per chunk of an fp8 comparison: its int16 and float64 temporaries stay near
+# 1 GiB whatever the shape (the largest fp8 outputs have 6.3 G elements).
+FP8_CHUNK_ELEMENTS = 1 << 25
+
+
+def _fp8_grid(codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(position on the e4m3fn grid, is NaN) of each code: -0 and +0 are both 0."""
+    bits = codes.view(torch.uint8).to(torch.int16)
+    magnitude = bits & 0x7F
+    return torch.where(bits >= 0x80, -magnitude, magnitude), magnitude == 0x7F
+
+
+def _scale_blocks(scale: torch.Tensor, shape: torch.Size, where: str) -> tuple[int, ...]:
+    """How many elements of a leaf of ``shape`` each scale covers along every dimension."""
+    dims = tuple(scale.shape) + (1,) * (len(shape) - scale.dim())
+    if len(dims) != len(shape) or any(d == 0 or n % d for n, d in zip(shape, dims, strict=True)):
+        raise ValueError(
+            f"{where}: scale of shape {tuple(scale.shape)} does not tile the fp8 output of "
+            f"shape {tuple(shape)}"
+        )
+    return tuple(n // d for n, d in zip(shape, dims, strict=True))
+
+
+def _expand_scale(scale: torch.Tensor, blocks: tuple[int, ...]) -> torch.Tensor:
+    """The scale of every element of a chunk, in float64."""
+    scale = scale.to(torch.float64).reshape(tuple(scale.shape) + (1,) * (len(blocks) - scale.dim()))
+    for dim, block in enumerate(blocks):
+        if block > 1:
+            scale = scale.repeat_interleave(block, dim=dim)
+    return scale
+
+
+def _fp8_value(code: torch.Tensor) -> str:
+    return f"0x{int(code.view(torch.uint8)):02x} ({float(code.float()):.6g})"
+
+
+def compare_fp8_codes(
+    reference: torch.Tensor,
+    candidate: torch.Tensor,
+    *,
+    rule: Fp8CodePolicy,
+    where: str,
+    scales: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> Comparison:
+    """Compare two ``float8_e4m3fn`` tensors of one shape code by code (see Fp8CodePolicy).
+
+    ``mismatch_share`` is the share of codes that differ from the reference's,
+    ``max_abs_error`` the largest dequantised error (``q * scale`` with each side's own
+    scale, or the codes' values without scales), ``mean_tolerance_used`` the mean distance
+    in grid steps divided by ``max_steps``. Works in row chunks of about
+    FP8_CHUNK_ELEMENTS elements, never on whole float64 copies.
+    """
+    total = reference.numel()
+    if total == 0:
+        return Comparison(True)
+    shape = reference.shape if reference.dim() >= 2 else torch.Size((1, total))
+    ref = reference.reshape(shape)
+    cand = candidate.reshape(shape)
+    blocks: tuple[int, ...] | None = None
+    if scales is not None:
+        blocks = _scale_blocks(scales[0], reference.shape, where)
+        if reference.dim() < 2:
+            blocks = (1, *blocks) if reference.dim() == 1 else (1, 1)
+        scale_pair = tuple(
+            s.reshape(tuple(n // b for n, b in zip(shape, blocks, strict=True))) for s in scales
+        )
+    row_elements = max(1, total // shape[0])
+    block_rows = blocks[0] if blocks else 1
+    chunk_rows = max(block_rows, FP8_CHUNK_ELEMENTS // row_elements // block_rows * block_rows)
+    differing = too_far = nan_bad = 0
+    distance_sum = 0.0
+    max_abs_error = 0.0
+    worst_distance, worst_index = -1, 0
+    for start in range(0, shape[0], chunk_rows):
+        rows = slice(start, min(shape[0], start + chunk_rows))
+        ref_chunk, cand_chunk = ref[rows].contiguous(), cand[rows].contiguous()
+        ref_pos, ref_nan = _fp8_grid(ref_chunk)
+        cand_pos, cand_nan = _fp8_grid(cand_chunk)
+        nan_mismatch = ref_nan != cand_nan
+        distance = torch.where(ref_nan | cand_nan, 0, (cand_pos - ref_pos).abs())
+        # A NaN against a number counts as infinitely far; for the worst element, as 1000.
+        ranked = torch.where(nan_mismatch, 1000, distance.to(torch.int32))
+        differing += int((ranked > 0).sum())
+        too_far += int((ranked > rule.max_steps).sum())
+        nan_bad += int(nan_mismatch.sum())
+        distance_sum += float(distance.sum(dtype=torch.float64))
+        chunk_worst = int(ranked.argmax())
+        if int(ranked.flatten()[chunk_worst]) > worst_distance:
+            worst_distance = int(ranked.flatten()[chunk_worst])
+            worst_index = start * row_elements + chunk_worst
+        finite = ~(ref_nan | cand_nan)
+        ref_values = ref_chunk.to(torch.float64)
+        cand_values = cand_chunk.to(torch.float64)
+        if blocks is not None:
+            block_slice = slice(rows.start // block_rows, -(-rows.stop // block_rows))
+            ref_scale = _expand_scale(scale_pair[0][block_slice], blocks)
+            cand_scale = _expand_scale(scale_pair[1][block_slice], blocks)
+            ref_values = ref_values * ref_scale
+            cand_values = cand_values * cand_scale
+        error = torch.where(finite, (cand_values - ref_values).abs(), 0.0)
+        if bool(finite.any()):
+            max_abs_error = max(max_abs_error, float(error.max()))
+        del ref_values, cand_values, error
+    share = differing / total
+    used = float("inf") if nan_bad else distance_sum / total / max(1, rule.max_steps)
+    if nan_bad:
+        max_abs_error = float("inf")
+    if not too_far and share <= rule.max_step_share:
+        return Comparison(True, None, max_abs_error, share, used)
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst_index), reference.shape))
+    worst = (
+        f"worst at {index}: reference code {_fp8_value(reference[index])}, candidate "
+        f"{_fp8_value(candidate[index])}"
+    )
+    if nan_bad:
+        problem = (
+            f"{nan_bad} of {total} fp8 codes are NaN where the reference's are not (or the "
+            "reverse); saturate at +-448 instead"
+        )
+    elif too_far:
+        problem = (
+            f"{too_far} of {total} fp8 codes are more than {rule.max_steps} step(s) away from "
+            "the reference's on the e4m3fn grid"
+        )
+    else:
+        problem = (
+            f"{differing} of {total} fp8 codes ({share:.2%}) differ from the reference's by "
+            f"one step; at most {rule.max_step_share:.2%} may"
+        )
+    detail = f"{problem}; {differing} differ in all ({share:.2%}); {worst}"
+    if worst_distance < 1000 and worst_distance > 0:
+        detail += f", {worst_distance} step(s) apart"
+    return Comparison(False, f"{where}: {detail}", max_abs_error, share, used)
+
+
 def compare_outputs(
     reference: Any, candidate: Any, *, policy: CorrectnessPolicy, shape_id: str
 ) -> Comparison:
-    """Compare a whole output structure (tensor, dict or tuple) with the reference's."""
+    """Compare a whole output structure (tensor, dict or tuple) with the reference's.
+
+    Each leaf is compared under its rule (``policy.rule_for``); fp8 leaves whose rule has
+    a scale leaf come last, after their scales have been checked.
+    """
     problem = _structure_error(reference, candidate)
     if problem:
         return Comparison(False, f"shape {shape_id}: wrong output structure: {problem}")
     result = Comparison(True)
-    ref_leaves = _leaves(reference, "out")
-    cand_leaves = dict(_leaves(candidate, "out")) if isinstance(candidate, Mapping) else None
-    for position, (name, ref_leaf) in enumerate(ref_leaves):
-        if cand_leaves is not None:
-            cand_leaf = cand_leaves[name]
-        else:
-            cand_leaf = _leaves(candidate, "out")[position][1]
+    ref_leaves = dict(_leaves(reference, "out"))
+    cand_leaves = dict(_leaves(candidate, "out"))
+    rules = {
+        name: policy.rule_for(name, leaf.dtype) if isinstance(leaf, torch.Tensor) else policy
+        for name, leaf in ref_leaves.items()
+    }
+    order = sorted(
+        ref_leaves,
+        key=lambda name: isinstance(rules[name], Fp8CodePolicy) and bool(rules[name].scale_leaf),
+    )
+    for name in order:
+        ref_leaf, cand_leaf, rule = ref_leaves[name], cand_leaves[name], rules[name]
         where = f"shape {shape_id}, output {name!r}"
         if not isinstance(ref_leaf, torch.Tensor):
             if ref_leaf != cand_leaf:
                 return Comparison(False, f"{where}: {cand_leaf!r}, expected {ref_leaf!r}")
             continue
-        result = result.merge(compare_tensors(ref_leaf, cand_leaf, policy=policy, where=where))
+        scales = None
+        if isinstance(rule, Fp8CodePolicy) and rule.scale_leaf is not None:
+            if rule.scale_leaf not in ref_leaves:
+                raise ValueError(
+                    f"the fp8 rule of output {name!r} names the scale output "
+                    f"{rule.scale_leaf!r}, which is not among {sorted(ref_leaves)}"
+                )
+            scales = (ref_leaves[rule.scale_leaf], cand_leaves[rule.scale_leaf])
+        result = result.merge(
+            compare_tensors(ref_leaf, cand_leaf, policy=rule, where=where, scales=scales)
+        )
         if not result.ok:
             return result
     return result

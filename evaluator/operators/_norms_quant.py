@@ -8,28 +8,53 @@ fp8 cast, so a reference never produces NaN.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import torch
 
-from evaluator.operators.base import CorrectnessPolicy
+from evaluator.operators.base import CorrectnessPolicy, Fp8CodePolicy
 
 FP8_DTYPE = torch.float8_e4m3fn
 FP8_MAX = 448.0
 
-# Until the correctness checker implements the per-operator rule written in each fp8
-# operator's CHECKER_NOTES, this is the closest existing policy: bf16-like tolerances on
-# every leaf (fp8 codes are compared as numbers, so a code one step off is a mismatch)
-# and at most 0.1% of the elements of a leaf may miss.
-FP8_QUANT_POLICY = CorrectnessPolicy(rtol=2.0**-6, atol_scale=1e-3, max_mismatch_share=1e-3)
+# A scale is one fp32 rounding from the reference's at most; purely relative, since the
+# smallest scales (1e-12 / 448) are far below any absolute floor.
+FP8_SCALE_POLICY = CorrectnessPolicy(rtol=1e-6, atol_scale=0.0, atol_floor=0.0)
 
-# The element rule the fp8 operators' CHECKER_NOTES refer to.
+# The share of codes one e4m3fn step off that a quantisation leaf may have.
+FP8_STEP_SHARE = 1e-3
+
+# The element rule the fp8 operators' CHECKER_NOTES refer to (Fp8CodePolicy implements it).
 FP8_MATCH_RULE = """\
-codes: in float64, every element must satisfy |q_c*s_c - q_r*s_r| <= step(q_r)*s_r +
-|s_c - s_r|*|q_c| (dequantised values, each side with its own scale s, within one e4m3
-code step at the reference code's magnitude: step(q) = 2**(max(floor(log2|q|), -6) - 3),
-2**-9 for q = 0), and the share of elements whose code differs from the reference's must
-be at most 0.1% (report it). A NaN code fails (references saturate at +-448, never NaN).
-Compare large tensors in row chunks, not as whole float64 copies."""
+codes: placed on the e4m3fn grid (its 253 finite values in order, -0 = +0), every candidate
+code must equal the reference's or be one step away, and at most 0.1% of the codes may be
+one step away (rounding ties of a different, valid fp32 order); that share is reported as
+the shape's mismatch_share. The scales are checked first, under their own rule; then,
+dequantised with each side's own scale s, every element satisfies |q_c*s_c - q_r*s_r| <=
+step(q_r)*s_r + |s_c - s_r|*|q_c| with step(q) = 2**(max(floor(log2|q|), -6) - 3) (2**-9
+for q = 0), as one grid step is at most step(q_r); the largest dequantised error is
+reported as max_abs_error. A NaN code fails
+(references saturate at +-448, never NaN). Compared in row chunks, never as whole float64
+copies."""
+
+
+def fp8_quant_policy(
+    codes: str,
+    scales: str,
+    *,
+    scale_rule: CorrectnessPolicy = FP8_SCALE_POLICY,
+    others: CorrectnessPolicy = FP8_SCALE_POLICY,
+) -> CorrectnessPolicy:
+    """The policy of a quantisation operator: leaf ``codes`` compared as fp8 codes with the
+    scales of leaf ``scales``, which follows ``scale_rule``; any other leaf ``others``."""
+    return replace(
+        others,
+        leaves=(
+            (codes, Fp8CodePolicy(max_step_share=FP8_STEP_SHARE, scale_leaf=scales)),
+            (scales, scale_rule),
+        ),
+    )
+
 
 # Rows per chunk are chosen so that one chunk holds about this many elements; the fp32
 # temporaries of a chunk then stay near 1 GiB whatever the shape.

@@ -26,14 +26,46 @@ class Work:
 
 
 @dataclass(frozen=True)
-class CorrectnessPolicy:
-    """How a candidate's floating outputs are compared with the reference.
+class Fp8CodePolicy:
+    """How a ``float8_e4m3fn`` output leaf is compared: code by code, not as numbers.
 
-    An element passes when ``|cand - ref| <= atol + rtol * |ref|`` (relative term on the
-    reference, never on the candidate), with ``atol = atol_scale * max|ref|`` (never
-    below ``atol_floor``), so the absolute slack follows the output's magnitude and an
-    all-zero or constant answer cannot pass. A leaf passes when the share of failing
-    elements is at most ``max_mismatch_share``. Integer and boolean outputs are exact.
+    The codes are placed on the e4m3fn grid (the 253 finite values from -448 to 448 in
+    order, +0 and -0 the same point) and an element's distance is the number of grid
+    steps between the candidate's code and the reference's. Every element must be at
+    most ``max_steps`` steps away, and at most ``max_step_share`` of a leaf's elements
+    may differ at all (rounding ties that a different, valid fp32 summation order breaks
+    the other way); that share is reported as the leaf's ``mismatch_share``. A NaN code
+    passes only where the reference's is NaN (references saturate at +-448, so never).
+
+    With ``scale_leaf`` (the name of the output leaf holding the scales: one per row,
+    ``(T,)`` or ``(T, 1)``, or one per group of columns, ``(T, H/g)``), that leaf is
+    compared first, under its own rule, and ``max_abs_error`` is the largest error of the
+    dequantised values, each code times its own side's scale. Codes one step apart then
+    satisfy ``|q_c*s_c - q_r*s_r| <= step(q_r)*s_r + |s_c - s_r|*|q_c|`` with
+    ``step(q) = 2**(max(floor(log2|q|), -6) - 3)`` (``2**-9`` at 0), since one grid step
+    is at most ``step(q_r)``. Without a scale leaf the codes are the values.
+    """
+
+    max_step_share: float = 1e-3
+    max_steps: int = 1
+    scale_leaf: str | None = None
+
+
+@dataclass(frozen=True)
+class CorrectnessPolicy:
+    """How a candidate's outputs are compared with the reference.
+
+    An element of a floating leaf passes when ``|cand - ref| <= atol + rtol * |ref|``
+    (relative term on the reference, never on the candidate), with ``atol = atol_scale *
+    max|ref|`` (never below ``atol_floor``), so the absolute slack follows the output's
+    magnitude and an all-zero or constant answer cannot pass. A leaf passes when the share
+    of failing elements is at most ``max_mismatch_share``; with ``tight``, it must also
+    pass that second, tighter rule (for example rtol 1e-6 on at least 99% of the
+    elements). Integer and boolean outputs are exact. ``float8_e4m3fn`` leaves are
+    compared as codes (:class:`Fp8CodePolicy`; the default one unless ``leaves`` names
+    another). ``leaves`` gives a leaf, by its name in messages ("out", a dict key,
+    "output[i]"), its own rule; the other leaves use this policy. ``trials`` is the
+    operator's, whatever the leaf rules.
     """
 
     rtol: float
@@ -42,7 +74,20 @@ class CorrectnessPolicy:
     max_mismatch_share: float = 0.0
     trials: int = 3
     check_dtype: bool = True
+    tight: CorrectnessPolicy | None = None
+    leaves: tuple[tuple[str, CorrectnessPolicy | Fp8CodePolicy], ...] = ()
 
+    def rule_for(self, name: str | None, dtype: torch.dtype) -> CorrectnessPolicy | Fp8CodePolicy:
+        """The rule of the output leaf ``name`` (of dtype ``dtype``)."""
+        for leaf, rule in self.leaves:
+            if leaf == name:
+                return rule
+        if dtype == torch.float8_e4m3fn:
+            return DEFAULT_FP8_CODES
+        return self
+
+
+DEFAULT_FP8_CODES = Fp8CodePolicy()
 
 # One bf16 step is 2**-8 .. 2**-7 of a value's magnitude. The Triton CPU interpreter
 # truncates fp32->bf16, and an operator with two rounding points (silu_and_mul) can then

@@ -20,8 +20,8 @@ from torch import nn
 
 from evaluator.operators._norms_quant import (
     FP8_MATCH_RULE,
-    FP8_QUANT_POLICY,
     divide_by_fp8_max,
+    fp8_quant_policy,
     saturating_fp8,
 )
 from evaluator.operators.base import OperatorSpec, Work, randn_bf16
@@ -33,9 +33,11 @@ to one fp32 rounding: compare with rtol 1e-6 (on CUDA, PyTorch divides by the Py
 448 as a multiplication by fl(1/448), which is one ulp off in about half the rows).
 q: (T, H) float8_e4m3fn; {FP8_MATCH_RULE}
 An all-zero or constant q fails: every row's maximum maps to +-448.
-Interim, until the checker implements this: FP8_QUANT_POLICY (codes compared as numbers
-with bf16 tolerances, at most 0.1% of the elements of each leaf failing).
+POLICY below implements these rules (scale: FP8_SCALE_POLICY; q: Fp8CodePolicy with the
+scale of output[1]).
 """
+
+POLICY = fp8_quant_policy("output[0]", "output[1]")
 
 
 class Model(nn.Module):
@@ -73,7 +75,7 @@ SPEC = OperatorSpec(
     model_class=Model,
     input_maker=make_inputs,
     work_model=work,
-    policy=FP8_QUANT_POLICY,
+    policy=POLICY,
     dtype="fp8_e4m3",
     phase="prefill/decode",
     output_names=("output[0]", "output[1]"),

@@ -23,6 +23,7 @@ which the published FLOP count reflects).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -30,11 +31,12 @@ from torch import nn
 
 from evaluator.operators._norms_quant import (
     FP8_MATCH_RULE,
-    FP8_QUANT_POLICY,
+    FP8_SCALE_POLICY,
     divide_by_fp8_max,
+    fp8_quant_policy,
     saturating_fp8,
 )
-from evaluator.operators.base import OperatorSpec, Work, randn_bf16
+from evaluator.operators.base import CorrectnessPolicy, OperatorSpec, Work, randn_bf16
 
 CHECKER_NOTES = f"""\
 Output: a tuple (quantized, scale, residual_out); a candidate returns a tuple or list of
@@ -46,9 +48,21 @@ require at least 99% of rows to be exact to fp32 rounding (rtol 1e-6).
 quantized: (T, H) float8_e4m3fn; {FP8_MATCH_RULE}
 The reference's own codes depend on how n is rounded (single rounding here; a double-rounding
 RMSNorm flips about 2% of the codes): a candidate with the double rounding should fail.
-Interim, until the checker implements this: FP8_QUANT_POLICY (codes compared as numbers
-with bf16 tolerances, at most 0.1% of the elements of each leaf failing).
+POLICY below implements these rules (residual_out: exact; scale: rtol 2**-7 with the
+tighter FP8_SCALE_POLICY on 99% of the rows; quantized: Fp8CodePolicy with the row scales).
 """
+
+POLICY = fp8_quant_policy(
+    "output[0]",
+    "output[1]",
+    scale_rule=CorrectnessPolicy(
+        rtol=2.0**-7,
+        atol_scale=0.0,
+        atol_floor=0.0,
+        tight=replace(FP8_SCALE_POLICY, max_mismatch_share=0.01),
+    ),
+    others=CorrectnessPolicy(rtol=0.0, atol_scale=0.0, atol_floor=0.0),
+)
 
 
 class Model(nn.Module):
@@ -97,7 +111,7 @@ SPEC = OperatorSpec(
     model_class=Model,
     input_maker=make_inputs,
     work_model=work,
-    policy=FP8_QUANT_POLICY,
+    policy=POLICY,
     dtype="fp8_e4m3",
     phase="prefill/decode",
     output_names=("output[0]", "output[1]", "output[2]"),

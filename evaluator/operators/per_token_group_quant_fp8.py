@@ -22,8 +22,8 @@ from torch import nn
 from evaluator.operators._norms_quant import (
     FP8_DTYPE,
     FP8_MATCH_RULE,
-    FP8_QUANT_POLICY,
     divide_by_fp8_max,
+    fp8_quant_policy,
     row_chunks,
     saturating_fp8,
 )
@@ -34,9 +34,11 @@ Output: a dict with exactly the keys "quantized" and "scales". scales: (T, H/g) 
 is max(max|x_group| / 448, 1e-10), exact up to one fp32 rounding: compare with rtol 1e-6.
 quantized: (T, H) float8_e4m3fn, each group of g columns with its own scale; {FP8_MATCH_RULE}
 The largest shapes have 6.3 G elements.
-Interim, until the checker implements this: FP8_QUANT_POLICY (codes compared as numbers
-with bf16 tolerances, at most 0.1% of the elements of each leaf failing).
+POLICY below implements these rules (scales: FP8_SCALE_POLICY; quantized: Fp8CodePolicy
+with the group scales of "scales").
 """
+
+POLICY = fp8_quant_policy("quantized", "scales")
 
 
 class Model(nn.Module):
@@ -91,7 +93,7 @@ SPEC = OperatorSpec(
     model_class=Model,
     input_maker=make_inputs,
     work_model=work,
-    policy=FP8_QUANT_POLICY,
+    policy=POLICY,
     dtype="fp8_e4m3",
     phase="prefill/decode",
     output_names=("quantized", "scales"),
