@@ -137,11 +137,16 @@ def shard_dispatch(*, shard: Shard) -> None:
 
 
 def _run_locked(run_id: int) -> EvaluationRun:
-    return (
+    """The run, locked. Its submission is read again once the lock is held: a query that
+    waited for the lock sees the run row as committed since, but a joined row as it was
+    when the query began (PostgreSQL's read committed), e.g. still ``queued``."""
+    run = (
         EvaluationRun.objects.select_for_update(of=("self",))
         .select_related("submission", "submission__suite_version", "submission__hardware")
         .get(pk=run_id)
     )
+    run.submission.refresh_from_db(fields=["status", "status_changed_at", "error_code"])
+    return run
 
 
 def run_fail(*, run: EvaluationRun, error: AtrexError, log_tail: str = "") -> bool:

@@ -413,11 +413,12 @@ def test_a_shard_whose_worker_is_killed_is_redone_alone(
         heartbeat_at=timezone.now() - timedelta(hours=1)
     )
     runs_reap()
-    wait_for_status(submission, Submission.FINAL_STATUSES, timeout_s=120)
-    assert submission.status == Status.PUBLISHED, (
-        submission.error_message,
-        _logs(two_workers)[-3000:],
-    )
+    try:
+        wait_for_status(submission, Submission.FINAL_STATUSES, timeout_s=120)
+    finally:
+        print(list(run.shards.values_list("index", "attempt", "status", "worker")))
+        print(_logs(two_workers)[-6000:])
+    assert submission.status == Status.PUBLISHED, submission.error_message
     victim.refresh_from_db()
     assert victim.status == ShardStatus.LOST
     redone = Shard.objects.filter(run=run, index=victim.index).order_by("attempt")
