@@ -198,6 +198,40 @@ def test_heartbeat_sums_progress_and_stops_a_replaced_shard(catalogue, user, exa
         shards.ShardHeartbeat(first)({"shapes_done": 3})
 
 
+@pytest.mark.django_db
+def test_platform_failure_of_a_shard_retries_it_alone_and_a_bundle_error_fails_all(
+    catalogue, user, example_zip, sharded
+):
+    submission = _submit(user, example_zip)
+    run = submission.runs.get()
+    first, second = (_claim(part) for part in run.shards.order_by("index"))
+    crash = evaluation.EvaluatorCrashed("the evaluator exited with code -9")
+    retry = shards.shard_retry(
+        shard=first,
+        from_status=ShardStatus.RUNNING,
+        to_status=ShardStatus.FAILED,
+        error=crash,
+        reason=crash.message,
+    )
+    assert retry is not None and (retry.index, retry.attempt) == (first.index, 2)
+    assert Shard.objects.get(pk=second.pk).status == ShardStatus.RUNNING
+    submission.refresh_from_db()
+    assert submission.status == Status.RUNNING
+    # A bundle error (as the evaluator writes it in results.json) fails the submission, and
+    # the other shards stop (their next heartbeat finds them cancelled).
+    outcome = evaluation.EvaluatorOutcome(
+        returncode=2,
+        results={"error": {"code": "bundle:bad-archive", "message": "not a zip file"}},
+        log_tail="",
+    )
+    shards._shard_store(second, outcome)
+    submission.refresh_from_db()
+    assert (submission.status, submission.error_code) == (Status.FAILED, "bundle:bad-archive")
+    assert submissions_counted(owner=user).filter(pk=submission.pk).exists()  # not refunded
+    assert Shard.objects.get(pk=retry.pk).status == ShardStatus.CANCELLED
+    assert shards.shard_claim(shard_id=retry.pk) is None
+
+
 # --- The merge ----------------------------------------------------------------------------
 
 
