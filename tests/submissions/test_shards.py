@@ -395,10 +395,14 @@ def test_two_workers_run_two_shards_in_parallel_and_publish_what_one_task_does(
     before = [(p.status, p.finished_at, p.attempt) for p in parts]
     for part in parts:
         current_app.send_task(shards.SHARD_TASK, args=[part.pk], queue=run.queue)
+    # Taken off the queue by a worker (these two, or another test's worker on the same
+    # queue), then given time to run.
     deadline = time.monotonic() + 30
-    while _logs(two_workers).count("nothing to do") < 2 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert _logs(two_workers).count("nothing to do") >= 2
+    with current_app.connection_for_write() as conn:
+        while conn.default_channel.client.llen(run.queue) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert conn.default_channel.client.llen(run.queue) == 0
+    time.sleep(3.0)
     after = [(p.status, p.finished_at, p.attempt) for p in run.shards.order_by("index")]
     assert after == before and run.shards.count() == 2
     split.refresh_from_db()
