@@ -287,7 +287,6 @@ class CudaTimer(Timer):
             result.median_s, result.std_error_s = summarize_samples(measured)
         return result
 
-
     def round_trip_s(self, calls: int = 21) -> float:
         """Median of all-streams minus current-stream time over empty calls: what the
         device-wide synchronise and the third event add to a call that launches nothing."""

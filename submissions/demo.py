@@ -19,9 +19,7 @@ def zip_folder(folder: Path, *, operators: set[str] | None = None) -> bytes:
     out, so that a bundle written for a larger suite can be entered in a smaller one."""
     from evaluator.suite import list_suites, load_suite
 
-    every_operator = {
-        slug for name in list_suites() for slug in load_suite(name).operator_slugs()
-    }
+    every_operator = {slug for name in list_suites() for slug in load_suite(name).operator_slugs()}
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(folder.rglob("*")):

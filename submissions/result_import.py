@@ -106,8 +106,7 @@ def submission_import_results(
         results = _baseline_as_results(report)
     else:
         raise UserError(
-            "Not an evaluator results file nor a baseline report of "
-            "bench/reference_baseline.py."
+            "Not an evaluator results file nor a baseline report of bench/reference_baseline.py."
         )
     _check_shapes(results, suite_version)
     with transaction.atomic():
@@ -141,7 +140,5 @@ def submission_import_results(
     services.evaluation_run_score_and_publish(run=run, results=results)
     submission.refresh_from_db()
     if baseline_kind == COMPILE_BASELINE and submission.status == Submission.Status.PUBLISHED:
-        scores_refresh_compile_speedup(
-            suite_version_id=suite_version.pk, hardware_id=hardware.pk
-        )
+        scores_refresh_compile_speedup(suite_version_id=suite_version.pk, hardware_id=hardware.pk)
     return submission

@@ -24,12 +24,12 @@ import os
 import time
 from datetime import datetime
 
-from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from atrex_site.celery import app as celery_app
 from evaluator.errors import AtrexError, BundleError, PlatformError
 
 from . import evaluation, services
@@ -128,7 +128,7 @@ def shards_create(*, run: EvaluationRun, submission: Submission, count: int, dis
 def shard_dispatch(*, shard: Shard) -> None:
     """Send the shard's id to its run's queue (a broker failure: the reaper re-sends it)."""
     try:
-        current_app.send_task(SHARD_TASK, args=[shard.pk], queue=shard.run.queue)
+        celery_app.send_task(SHARD_TASK, args=[shard.pk], queue=shard.run.queue)
     except Exception:  # noqa: BLE001 - any broker failure; the reaper re-sends the shard
         logger.exception("could not send shard %s; the reaper will send it", shard.pk)
 

@@ -65,9 +65,7 @@ else:
         }
     }
 
-TEST_BROKER_URL = (
-    f"redis://127.0.0.1:6379/{15 - TEST_SLOT}" if REDIS_AVAILABLE else "filesystem://"
-)
+TEST_BROKER_URL = f"redis://127.0.0.1:6379/{15 - TEST_SLOT}" if REDIS_AVAILABLE else "filesystem://"
 MEDIA_ROOT = VAR_DIR / f"test-media{_SUFFIX}"
 # Short timing budgets: the tests check the flow and the statuses, not the figures.
 # No page cache: tests see every change at once (tests/leaderboard/test_page_cache.py turns

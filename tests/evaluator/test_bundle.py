@@ -217,7 +217,6 @@ def test_declared_unpacked_size_over_the_limit():
     assert error.code == "bundle:too-large" and "unpacks" in error.message
 
 
-
 @pytest.mark.parametrize("name", ["kernel.so", "weights.pt", "Makefile", "lib/build.ninja"])
 def test_files_of_other_types_are_refused_by_name(name):
     error = error_of(zip_bytes({"rms_norm.py": MODEL, name: "x"}))
@@ -319,6 +318,7 @@ def test_worker_checks_again_before_writing_anything(tmp_path):
         extract_bundle(data, tmp_path / "out", known_operators=KNOWN)
     assert caught.value.code == "bundle:file-type" and "build/kernel.so" in caught.value.message
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
 
 # ----------------------------------------------------------------------------- extraction
 

@@ -14,10 +14,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from celery import current_app
 from django.db import connection
 from django.utils import timezone
 
+from atrex_site.celery import app as celery_app
 from leaderboard.models import Score
 from submissions import evaluation, services, shards
 from submissions.models import EvaluationRun, Shard, StatusChange, Submission
@@ -317,7 +317,7 @@ def two_workers(
     queue = "eval.cpu-dev"
     with django_db_blocker.unblock():
         url = _database_url()
-    with current_app.connection_for_write() as conn:
+    with celery_app.connection_for_write() as conn:
         try:
             conn.default_channel.queue_purge(queue)
         except Exception:  # noqa: BLE001 - an absent queue has nothing to purge
@@ -394,11 +394,11 @@ def test_two_workers_run_two_shards_in_parallel_and_publish_what_one_task_does(
     # Redelivered shard messages do nothing to the finished shards or the run.
     before = [(p.status, p.finished_at, p.attempt) for p in parts]
     for part in parts:
-        current_app.send_task(shards.SHARD_TASK, args=[part.pk], queue=run.queue)
+        celery_app.send_task(shards.SHARD_TASK, args=[part.pk], queue=run.queue)
     # Taken off the queue by a worker (these two, or another test's worker on the same
     # queue), then given time to run.
     deadline = time.monotonic() + 30
-    with current_app.connection_for_write() as conn:
+    with celery_app.connection_for_write() as conn:
         while conn.default_channel.client.llen(run.queue) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert conn.default_channel.client.llen(run.queue) == 0
