@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from . import curation
-from .models import CurationLog, EvaluationRun, StatusChange, Submission
+from .models import CurationLog, EvaluationRun, Shard, StatusChange, Submission
 
 Action = CurationLog.Action
 
@@ -156,3 +156,18 @@ class EvaluationRunAdmin(admin.ModelAdmin):
     ]
     list_filter = ["status", "queue"]
     readonly_fields = ["results", "environment", "log_tail"]
+
+
+@admin.register(Shard)
+class ShardAdmin(admin.ModelAdmin):
+    """Read-only: shards move by the task and the reaper, never by hand."""
+
+    list_display = ["pk", "run", "index", "attempt", "status", "worker", "shapes_done"]
+    list_filter = ["status"]
+    readonly_fields = ["results", "log_tail"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
