@@ -1,5 +1,7 @@
 from django.urls import path
 
+from leaderboard.page_cache import cached_for_anonymous
+
 from . import views
 
 app_name = "submissions"
@@ -7,8 +9,14 @@ app_name = "submissions"
 urlpatterns = [
     path("new/", views.submission_new, name="new"),
     path("mine/", views.submission_mine, name="mine"),
-    path("<int:pk>/", views.submission_detail, name="detail"),
+    # Public pages only: a private or hidden submission answers 404 to readers without
+    # credentials, which is never cached.
+    path("<int:pk>/", cached_for_anonymous(views.submission_detail), name="detail"),
     path("<int:pk>/progress.json", views.submission_progress, name="progress"),
     path("<int:pk>/download/", views.submission_download, name="download"),
-    path("<int:pk>/results.<str:fmt>", views.submission_results_download, name="results-download"),
+    path(
+        "<int:pk>/results.<str:fmt>",
+        cached_for_anonymous(views.submission_results_download),
+        name="results-download",
+    ),
 ]

@@ -73,3 +73,19 @@ def test_requests_with_credentials_never_touch_the_cache(client, catalogue, user
     client.logout()
     api = client.get(reverse("api:leaderboard"), HTTP_AUTHORIZATION="Token not-a-real-token")
     assert "X-Atrex-Cache" not in api
+
+
+def test_a_public_submission_page_is_cached_and_a_private_one_never(client, catalogue, user):
+    public = publish_row(owner=user, suite=catalogue, title="public row", fraction=0.3)
+    url = reverse("submissions:detail", args=[public.pk])
+    assert client.get(url)["X-Atrex-Cache"] == "miss"
+    assert client.get(url)["X-Atrex-Cache"] == "hit"
+    private = publish_row(owner=user, suite=catalogue, title="private row", fraction=0.2)
+    Submission.objects.filter(pk=private.pk).update(visibility="private")
+    private_url = reverse("submissions:detail", args=[private.pk])
+    for _ in range(2):
+        response = client.get(private_url)
+        assert response.status_code == 404 and "X-Atrex-Cache" not in response
+    client.force_login(user)  # the owner sees it, never from the cache
+    response = client.get(private_url)
+    assert response.status_code == 200 and "X-Atrex-Cache" not in response
