@@ -154,3 +154,20 @@ def wait_for_status(submission, statuses: set[str], timeout_s: float = 240.0):
     raise AssertionError(
         f"submission #{submission.pk} still {submission.status} after {timeout_s} s"
     )
+
+
+@pytest.fixture
+def held_messages(monkeypatch):
+    """Messages the code under test sends to Celery, kept here instead of reaching the
+    broker: for tests that must see a submission stay ``queued`` while the session's real
+    worker (``celery_worker_process``, started by other tests) consumes the same queue.
+    Yields the list of (task name, args, queue) sent."""
+    from atrex_site.celery import app
+
+    sent: list[tuple[str, list, str | None]] = []
+
+    def send_task(name, args=None, kwargs=None, queue=None, **options):
+        sent.append((name, list(args or []), queue))
+
+    monkeypatch.setattr(app, "send_task", send_task)
+    return sent

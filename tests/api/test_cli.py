@@ -53,11 +53,14 @@ def test_submit_a_rejected_bundle_exits_1_with_the_reason(cli, catalogue, tmp_pa
     assert "rejected" in output and "bundle:syntax-error" in output and "rms_norm.py" in output
 
 
-def test_submit_a_good_bundle_is_queued(cli, catalogue, user, tmp_path):
+def test_submit_a_good_bundle_is_queued(cli, catalogue, user, tmp_path, held_messages):
     bundle = _bundle(tmp_path, {"rms_norm.py": MODULE})
     code, output = cli("submit", str(bundle), "--title", "from cli", "--hardware", "cpu-dev")
     assert code == 0, output
     submission = Submission.objects.get(owner=user)
+    assert [(name, args) for name, args, _ in held_messages] == [
+        ("submissions.evaluate_run", [submission.runs.get().pk])
+    ]
     assert submission.title == "from cli" and submission.status == "queued"
     assert f"submission #{submission.pk} queued on atrex-bench-v0.1 / cpu-dev" in output
     code, output = cli("status", str(submission.pk))

@@ -251,7 +251,7 @@ def test_reap_runs_command_reports_what_it_did(queued):
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_task_for_a_dead_workers_run_evaluates_a_new_attempt_to_the_end(
-    catalogue, user, example_zip
+    catalogue, user, example_zip, held_messages
 ):
     submission = services.submission_create(
         owner=user, upload=example_zip("triton-baseline", only=["rms_norm.py"])
