@@ -658,12 +658,13 @@ def run_bundle(
                         validation_variants=validation_variants,
                     )
                 )
-    scores = summarize(operators=entries, importance=run_suite.importance()) if not error else None
+    if device_kind == "cuda":
+        environment["clocks_end"] = gpu_clocks()
+    results = document(partial=False)
+    scores = results["scores"]
     progress.emit(
         "done",
         aggregate=scores["aggregate"] if scores else None,
         **({"error": error} if error else {}),
     )
-    if device_kind == "cuda":
-        environment["clocks_end"] = gpu_clocks()
-    return document(partial=False)
+    return results
