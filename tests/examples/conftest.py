@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -19,12 +20,15 @@ TORCH_COMPILE = BUNDLES / "torch-compile"
 
 
 def operators_of(bundle: Path) -> set[str]:
-    """The operators a bundle folder has a kernel file for."""
-    return {path.stem for path in bundle.glob("*.py")}
+    """The operators a bundle folder has a kernel file for (``_``-named files are helpers)."""
+    return {path.stem for path in bundle.glob("*.py") if not path.stem.startswith("_")}
 
 
 def load_model_module(bundle: Path, operator: str) -> ModuleType:
-    """Import ``<bundle>/<operator>.py`` under a name of its own."""
+    """Import ``<bundle>/<operator>.py`` under a name of its own, the bundle's folder on
+    ``sys.path`` for its helper modules (as the evaluator's child does)."""
+    if str(bundle) not in sys.path:
+        sys.path.insert(0, str(bundle))
     name = f"example_{bundle.name.replace('-', '_')}_{operator}"
     spec = importlib.util.spec_from_file_location(name, bundle / f"{operator}.py")
     module = importlib.util.module_from_spec(spec)

@@ -11,13 +11,13 @@ from evaluator.correctness import compare_outputs
 from evaluator.operators import get_operator
 from evaluator.suite import load_suite
 
-from .conftest import TORCH_COMPILE, load_model_module
+from .conftest import TORCH_COMPILE, load_model_module, operators_of
 
 V1_OPERATORS = load_suite("atrex-bench-v1").operator_slugs()
 
 
 def test_every_v1_operator_has_a_file_that_imports_nothing_from_the_harness():
-    assert {path.stem for path in TORCH_COMPILE.glob("*.py")} == set(V1_OPERATORS)
+    assert operators_of(TORCH_COMPILE) == set(V1_OPERATORS)
     for path in TORCH_COMPILE.glob("*.py"):
         tree = ast.parse(path.read_text())
         imported = {
@@ -27,7 +27,8 @@ def test_every_v1_operator_has_a_file_that_imports_nothing_from_the_harness():
             for alias in node.names
         } | {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         assert not any(str(name).startswith("evaluator") for name in imported), path.name
-        assert "torch.compile(Reference.forward)" in path.read_text(), path.name
+        if path.stem in V1_OPERATORS:  # the helper modules beside them compile nothing
+            assert "torch.compile(Reference.forward)" in path.read_text(), path.name
 
 
 @pytest.mark.parametrize("operator", V1_OPERATORS)
