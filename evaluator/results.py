@@ -39,6 +39,7 @@ SHAPE_FIELDS = (
     "w_flops",
     "q_read_bytes",
     "q_write_bytes",
+    "wall_s",
 )
 
 
@@ -119,7 +120,17 @@ def shape_entry(
         "w_flops": dict(shape.w_flops),
         "q_read_bytes": shape.q_read,
         "q_write_bytes": shape.q_write,
+        "wall_s": _wall(measured.get("wall_s")),
     }
+
+
+def _wall(phases: Any) -> dict[str, float] | None:
+    """The child's per-phase seconds of the harness's own work on a shape (checks, timing,
+    total), kept only when they are finite numbers."""
+    if not isinstance(phases, Mapping):
+        return None
+    kept = {str(k): finite_or_none(v) for k, v in phases.items() if isinstance(v, (int, float))}
+    return {k: v for k, v in kept.items() if v is not None} or None
 
 
 def operator_entry(
@@ -132,9 +143,13 @@ def operator_entry(
     warnings: list[str],
     shapes: list[dict[str, Any]],
     variants: list[dict[str, Any]] | None = None,
+    wall_s: float | None = None,
+    phases_s: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """One entry of the "operators" list (``variants``: the validation variants' name,
-    status and error; empty when none ran)."""
+    status and error; empty when none ran; ``wall_s``: the operator's child process from
+    start to exit, its start-up and imports included; ``phases_s``: how that time divides,
+    see ``evaluator.runner.ChildOutcome.phases``)."""
     return {
         "operator": operator,
         "importance": importance,
@@ -147,6 +162,8 @@ def operator_entry(
             {"name": v.get("name"), "status": v.get("status"), "error": v.get("error")}
             for v in variants or ()
         ],
+        "wall_s": finite_or_none(wall_s),
+        "phases_s": _wall(phases_s) or {},
     }
 
 

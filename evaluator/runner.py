@@ -85,6 +85,28 @@ class ChildOutcome:
     """The candidate tampered with the harness or its pipe: every shape fails."""
     variants: list[dict[str, Any]] = field(default_factory=list)
     """The validation variants' records: name, status and error only."""
+    marks: dict[str, float] = field(default_factory=dict)
+    """Seconds after the launch at which the child first said hello, imported, started a
+    shape and was done, and when it was gone (see ``phases``)."""
+
+    def mark(self, name: str, at: float) -> None:
+        self.marks.setdefault(name, round(at, 3))
+
+    def phases(self) -> dict[str, float]:
+        """Where the child's wall time went: ``launch`` (sandbox and interpreter start),
+        ``setup`` (torch, the device, the profiler, the candidate's import), ``variants``
+        (hidden validation variants), ``shapes``, ``exit`` (tear-down); a phase the child
+        never reached is left out."""
+        order = ["launch", "hello", "imported", "shape_start", "done", "gone"]
+        names = {"hello": "launch", "imported": "setup", "shape_start": "variants",
+                 "done": "shapes", "gone": "exit"}  # fmt: skip
+        phases: dict[str, float] = {}
+        previous = 0.0
+        for mark in order[1:]:
+            if mark in self.marks:
+                phases[names[mark]] = round(max(0.0, self.marks[mark] - previous), 3)
+                previous = self.marks[mark]
+        return phases
 
     def tampering(self, error: str) -> None:
         """Record tampering: the operator and all its shapes fail with ``error``."""
@@ -178,6 +200,7 @@ def run_operator_child(
     ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     bundle_dir = Path(job["bundle_dir"]) if job.get("bundle_dir") else None
+    launched = time.monotonic()
     plan = sandbox.child(str(job.get("operator", "child")), bundle_dir)
     try:
         with open(log_path, "ab") as log:
@@ -199,11 +222,15 @@ def run_operator_child(
             pass  # the child died at once; its exit status tells the rest
         finally:
             os.close(job_write)
-        _follow(process, result_read, outcome, shape_timeout_s, on_record, key=key, sandbox=sandbox)
+        _follow(
+            process, result_read, outcome, shape_timeout_s, on_record,
+            key=key, sandbox=sandbox, launched=launched,
+        )  # fmt: skip
     finally:
         os.close(result_read)
         # The child is done (or stopped): nothing it started may outlive it.
         _kill(process, sandbox.uid)
+        outcome.mark("gone", time.monotonic() - launched)
     return outcome
 
 
@@ -229,8 +256,10 @@ def _follow(
     *,
     key: bytes | None = None,
     sandbox: Sandbox | None = None,
+    launched: float | None = None,
 ) -> None:
     reader = FrameReader(key=key)
+    launched = time.monotonic() if launched is None else launched
     uid = sandbox.uid if sandbox is not None else None
     next_memory_check = 0.0
     deadline = time.monotonic() + shape_timeout_s
@@ -277,8 +306,11 @@ def _follow(
             outcome.tampering(FORGED_RECORD_ERROR.format(detail=exc))
             return
         for message in messages:
-            deadline = time.monotonic() + shape_timeout_s
+            now = time.monotonic()
+            deadline = now + shape_timeout_s
             event = message.get("event")
+            if event in ("hello", "imported", "shape_start", "done"):
+                outcome.mark(str(event), now - launched)
             if event == "shape_start":
                 current = f"shape {message.get('shape_id')}"
             elif event == "variant_start":
@@ -415,6 +447,8 @@ def _evaluate_operator(
     entries: dict[str, dict[str, Any]] = {}
     warnings: list[str] = []
     variants: list[dict[str, Any]] = []
+    child_wall_s: float | None = None
+    child_phases: dict[str, float] = {}
 
     def finish(shape: ShapeSpec, **kwargs: Any) -> None:
         entry = shape_entry(shape, hardware=hardware, threshold_own_share=threshold, **kwargs)
@@ -452,6 +486,7 @@ def _evaluate_operator(
             operator_source=operator_source,
             validation_variants=validation_variants,
         )
+        child_started = time.monotonic()
         outcome = run_operator_child(
             job=job,
             log_path=log_dir / f"{operator}.log",
@@ -459,6 +494,8 @@ def _evaluate_operator(
             shape_timeout_s=shape_timeout_s,
             on_record=on_record,
         )
+        child_wall_s = round(time.monotonic() - child_started, 3)
+        child_phases = outcome.phases()
         status, error = outcome.status, outcome.error
         variants = outcome.variants
         if outcome.tampered:
@@ -491,6 +528,8 @@ def _evaluate_operator(
         warnings=warnings,
         shapes=ordered,
         variants=variants,
+        wall_s=child_wall_s,
+        phases_s=child_phases,
     )
 
 

@@ -220,6 +220,9 @@ class OperatorResult(models.Model):
     importance = models.FloatField(default=0.0)
     error = models.TextField(blank=True)
     warnings = models.JSONField(default=list, blank=True)
+    # Seconds the operator's evaluation child ran (start-up included); what the shard
+    # planner learns each operator's cost from (``submissions.shards.operator_costs``).
+    wall_s = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["-importance", "operator"]

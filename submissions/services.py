@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import socket
 import time
@@ -537,6 +538,13 @@ def _held_reasons(results: dict) -> list[str]:
     return reasons
 
 
+def _seconds(value) -> float | None:
+    """A finite, non-negative number of seconds from a results document, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
 @transaction.atomic
 def _store_results(run: EvaluationRun, results: dict, *, importance: dict[str, float]) -> None:
     OperatorResult.objects.filter(run=run).delete()
@@ -550,6 +558,7 @@ def _store_results(run: EvaluationRun, results: dict, *, importance: dict[str, f
             importance=importance.get(operator["operator"], 0.0),
             error=operator.get("error") or "",
             warnings=operator.get("warnings") or [],
+            wall_s=_seconds(operator.get("wall_s")),
         )
         ShapeResult.objects.bulk_create(
             ShapeResult(

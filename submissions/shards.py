@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import statistics
 import time
 from datetime import datetime
 
@@ -33,7 +34,7 @@ from atrex_site.celery import app as celery_app
 from evaluator.errors import AtrexError, BundleError, PlatformError
 
 from . import evaluation, services
-from .models import EvaluationRun, Shard, Submission
+from .models import EvaluationRun, OperatorResult, Shard, Submission
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class ShardFailed(PlatformError):
 # --- Planning -----------------------------------------------------------------------------
 
 
-def shard_plan(*, operators: list[str], costs: dict[str, int], count: int) -> list[list[str]]:
+def shard_plan(*, operators: list[str], costs: dict[str, float], count: int) -> list[list[str]]:
     """Split ``operators`` into at most ``count`` non-empty shards of balanced cost.
 
     Largest cost first, each to the cheapest shard so far (ties: the one with the fewest
@@ -80,6 +81,51 @@ def _shape_counts(definition: dict, device: str) -> dict[str, int]:
     return counts
 
 
+HISTORY_RUNS = 20
+"""How many recent evaluations of an operator (same queue, same suite version) its cost is
+the median of."""
+
+
+def operator_costs(
+    *, queue: str, suite_version_id: int, shapes: dict[str, int]
+) -> dict[str, float]:
+    """Each operator's expected seconds on ``queue``: the median wall time of its last
+    HISTORY_RUNS evaluations there on this suite version (child start-up included). An
+    operator with no history costs its shape count times the median seconds per shape of
+    the operators that have one; with no history at all, costs are shape counts (the units
+    do not matter to the plan, only the ratios). Operators not in ``shapes`` cost nothing.
+
+    On the H200 a shape count is a poor cost: an operator's child spends ~10 s starting
+    (imports, CUDA, compiling its kernels) whatever its shape count, and a shape's checks
+    and timing range from 0.1 s to over 2 s (``results/2026-12-01-h200``)."""
+    if not shapes:
+        return {}
+    seen: dict[str, list[float]] = {}
+    rows = (
+        OperatorResult.objects.filter(
+            run__queue=queue,
+            run__submission__suite_version_id=suite_version_id,
+            operator__in=list(shapes),
+            wall_s__isnull=False,
+        )
+        .order_by("-pk")
+        .values_list("operator", "wall_s")[: HISTORY_RUNS * len(shapes)]
+    )
+    for operator, wall_s in rows:
+        kept = seen.setdefault(operator, [])
+        if len(kept) < HISTORY_RUNS:
+            kept.append(wall_s)
+    known = {op: statistics.median(walls) for op, walls in seen.items() if walls}
+    if not known:
+        return {op: float(count) for op, count in shapes.items()}
+    per_shape = (
+        statistics.median(known[op] / shapes[op] for op in known if shapes.get(op))
+        if any(shapes.get(op) for op in known)
+        else 1.0
+    )
+    return {op: known.get(op, count * per_shape) for op, count in shapes.items()}
+
+
 def shards_wanted(submission: Submission) -> int:
     """How many shards a run of ``submission`` gets (0: one task runs it all, as before)."""
     wanted = int(settings.ATREX.get("SHARDS_PER_RUN") or 1)
@@ -99,7 +145,11 @@ def shards_create(*, run: EvaluationRun, submission: Submission, count: int, dis
     operators = [op["slug"] for op in definition["operators"]]
     shapes = _shape_counts(definition, settings.ATREX["WORKER_DEVICE"])
     implemented = set((submission.manifest or {}).get("operators") or {})
-    costs = {op: shapes.get(op, 0) if op in implemented else 0 for op in operators}
+    costs = operator_costs(
+        queue=run.queue,
+        suite_version_id=submission.suite_version_id,
+        shapes={op: shapes.get(op, 0) for op in operators if op in implemented},
+    )
     plan = shard_plan(operators=operators, costs=costs, count=count)
     now = timezone.now()
     created = [

@@ -107,10 +107,25 @@ def test_results_follow_the_documented_schema(triton_results):
             "warnings",
             "shapes",
             "variants",
+            "wall_s",
+            "phases_s",
         }
         assert entry["variants"] == []  # none of these operators has validation variants
+        shapes_wall = 0.0
         for shape in entry["shapes"]:
             assert list(shape) == list(SHAPE_FIELDS)
+            phases = shape["wall_s"]
+            assert set(phases) == {"checks", "timing", "total"}
+            assert 0 < phases["checks"] < phases["total"]
+            assert phases["checks"] + phases["timing"] == pytest.approx(phases["total"], abs=2e-3)
+            shapes_wall += phases["total"]
+        # The child's wall time holds its shapes' and its own start-up, and its phases
+        # (every one reached here) add up to it.
+        assert entry["wall_s"] > shapes_wall
+        phases = entry["phases_s"]
+        assert list(phases) == ["launch", "setup", "variants", "shapes", "exit"]
+        assert sum(phases.values()) == pytest.approx(entry["wall_s"], abs=0.05)
+        assert phases["shapes"] >= shapes_wall - 0.05
     assert results["bundle"]["metadata"]["dsl"] == "triton"
     json.dumps(results, allow_nan=False)
 

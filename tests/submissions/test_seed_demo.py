@@ -44,6 +44,13 @@ def test_seed_demo_publishes_the_examples_on_the_default_board(settings):
     assert eager.status == Submission.Status.PUBLISHED and eager.score.fallback_rate == 1.0
     imported = examples.filter(upload_name="").values_list("title", flat=True)
     assert "PyTorch eager (the reference)" in imported
+    # The H200 run of the Triton baseline over v1, published with its provenance.
+    measured = examples.get(title="Triton baseline (14 memory-bound operators), H200")
+    assert measured.status == Submission.Status.PUBLISHED
+    assert measured.hardware.slug == "h200-sxm" and "2026-12-01" in measured.notes
+    scored = {op for op, score in measured.score.operator_scores.items() if score > 0}
+    assert {"rms_norm", "silu_and_mul", "reshape_and_cache"} <= scored
+    assert len(scored) == 14 and measured.score.fallback_rate == 0.0
     before = examples.count()
     call_command("seed_demo")  # idempotent: nothing is entered twice
     assert Submission.objects.filter(owner__username="atrex-examples").count() == before

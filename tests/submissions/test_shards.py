@@ -20,7 +20,7 @@ from django.utils import timezone
 from atrex_site.celery import app as celery_app
 from leaderboard.models import Score
 from submissions import evaluation, services, shards
-from submissions.models import EvaluationRun, Shard, StatusChange, Submission
+from submissions.models import EvaluationRun, OperatorResult, Shard, StatusChange, Submission
 from submissions.quotas import submissions_counted
 from submissions.reaper import runs_reap
 from tests.conftest import _database_url, wait_for_status
@@ -57,6 +57,50 @@ def test_plan_balances_shards_by_shape_count():
     assert all(shard == sorted(shard) for shard in plan)
     assert shards.shard_plan(operators=list(costs), costs=costs, count=1) == [list(costs)]
     assert len(shards.shard_plan(operators=["a", "b"], costs=costs, count=8)) == 2
+
+
+@pytest.mark.django_db
+def test_shards_are_balanced_by_each_operators_measured_wall_time(
+    catalogue, user, example_zip, settings
+):
+    three = [f"{op}.py" for op in SUITE_OPERATORS]
+
+    def plan() -> list[list[str]]:
+        settings.ATREX = {**settings.ATREX, "SHARDS_PER_RUN": 2}
+        submission = services.submission_create(
+            owner=user, upload=example_zip("triton-baseline", only=three)
+        )
+        assert submission.status == Status.QUEUED, submission.error_message
+        return [part.operators for part in submission.runs.get().shards.order_by("index")]
+
+    # No history: three operators of 3 smoke shapes each, split by shape count.
+    assert plan() == [["fused_add_rms_norm", "silu_and_mul"], ["rms_norm"]]
+    # History on this queue and suite version: fused_add_rms_norm is the slow one, so it
+    # gets a shard of its own (the median of its runs counts, not one outlier).
+    settings.ATREX = {**settings.ATREX, "SHARDS_PER_RUN": 1}
+    for wall in (40.0, 45.0, 1.0):
+        earlier = services.submission_create(
+            owner=user, upload=example_zip("triton-baseline", only=three)
+        ).runs.get()
+        for operator, factor in (("fused_add_rms_norm", 1.0), ("rms_norm", 0.2)):
+            OperatorResult.objects.create(
+                run=earlier, operator=operator, status="ok", wall_s=wall * factor
+            )
+    assert plan() == [["fused_add_rms_norm"], ["rms_norm", "silu_and_mul"]]
+    # silu_and_mul has no history: its shape count at the others' median seconds per shape.
+    costs = shards.operator_costs(
+        queue=earlier.queue,
+        suite_version_id=earlier.submission.suite_version_id,
+        shapes={"fused_add_rms_norm": 3, "rms_norm": 3, "silu_and_mul": 6},
+    )
+    assert costs["fused_add_rms_norm"] == 40.0 and costs["rms_norm"] == pytest.approx(8.0)
+    assert costs["silu_and_mul"] == pytest.approx(6 * (40.0 / 3 + 8.0 / 3) / 2)
+    # Another queue's history does not count there.
+    assert shards.operator_costs(
+        queue="eval.elsewhere",
+        suite_version_id=earlier.submission.suite_version_id,
+        shapes={"rms_norm": 3, "silu_and_mul": 6},
+    ) == {"rms_norm": 3.0, "silu_and_mul": 6.0}
 
 
 @pytest.mark.django_db

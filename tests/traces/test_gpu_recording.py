@@ -1,7 +1,10 @@
 """On a GPU (marker ``gpu``): a trace recorded with CUDA activity is charged by kernel time
 to the engine ops that launched the kernels. Needs only torch and pytest:
 
-    python3 -m pytest -m gpu tests/traces -p no:django --confcutdir=tests/traces
+    python3 -m pytest -m gpu tests/traces/test_gpu_recording.py -p no:django \
+        --confcutdir=tests/traces
+
+(the file, not the folder: the folder's other modules import Django models).
 """
 
 from __future__ import annotations

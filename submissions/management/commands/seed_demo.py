@@ -17,13 +17,25 @@ from submissions.result_import import submission_import_results
 # GPU results committed under results/, shown on the boards of their suite and hardware.
 MEASURED = [
     {
-        "path": "results/2026-11-29-h200/reference-baseline-v1-h200.json",
+        "path": "results/2026-12-01-h200/eager-baseline-v1.json",
         "suite": "atrex-bench-v1",
         "hardware": "h200-sxm",
         "title": "PyTorch eager (the reference)",
         "dsl": "pytorch",
         "note": "Measured on an NVIDIA H200 (driver 580.159.04, torch 2.11, triton 3.6) on "
-        "2026-11-29 by bench/reference_baseline.py; every shape is PyTorch, hence fallback.",
+        "2026-12-01 by bench/reference_baseline.py --mode eager; every shape is PyTorch, "
+        "hence fallback.",
+    },
+    {
+        "path": "results/2026-12-01-h200/triton-v1-run1.json",
+        "suite": "atrex-bench-v1",
+        "hardware": "h200-sxm",
+        "title": "Triton baseline (14 memory-bound operators), H200",
+        "dsl": "triton",
+        "note": "examples/bundles/triton-baseline measured over the whole atrex-bench v1 suite "
+        "on an NVIDIA H200 (driver 580.159.04, torch 2.11, triton 3.6) on 2026-12-01 by "
+        "python -m evaluator run --device cuda (default 1 s per-shape budget, sandbox with "
+        "every protection active; 307 s). Its 16 missing operators score 0.",
     },
     {
         "path": "results/2026-11-29-h200/triton-baseline-v0.1-h200.json",
