@@ -15,6 +15,11 @@ and its reference module's ``forward`` (one module per distinct ``init_kwargs``)
 with torch.compile's defaults: the first shape compiles a static graph, a later shape
 recompiles with dynamic dimensions, as a serving engine that calls torch.compile would see.
 The compile time is recorded per shape (the first call) and is not part of the timed median.
+On the H200 that first call took 3–83 s a shape for attention_forward (inductor recompiles
+for each size; `results/2026-12-01-h200/`), so the whole suite does not fit one 10-minute
+call: ``--dynamic`` compiles with ``dynamic=True`` from the first shape on, and
+``--operator-deadline-s`` caps each operator (its remaining shapes are listed ``not_run``)
+so that one slow compilation does not starve the rest; split ``--operators`` over GPUs.
 
 References slower than 0.1 s a call are timed with at least 3 repetitions instead of 10
 (the JSON records the repetitions of every shape). Shapes not reached before the deadline
@@ -57,20 +62,22 @@ _COMPILED: dict[tuple[str, str], torch.nn.Module] = {}
 recompile for new sizes with dynamic dimensions instead of starting over)."""
 
 
-def _model(spec, shape, *, device: str, mode: str) -> torch.nn.Module:
+def _model(spec, shape, *, device: str, mode: str, dynamic: bool | None = None) -> torch.nn.Module:
     if mode != "compile":
         return spec.build_reference(shape.init_kwargs).to(device)
     key = (spec.slug, json.dumps(shape.init_kwargs, sort_keys=True))
     if key not in _COMPILED:
         model = spec.build_reference(shape.init_kwargs).to(device)
-        model.forward = torch.compile(model.forward)
+        model.forward = torch.compile(model.forward, dynamic=dynamic)
         _COMPILED[key] = model
     return _COMPILED[key]
 
 
-def time_reference(spec, shape, *, device: str, budget_s: float, mode: str = "eager") -> dict:
+def time_reference(
+    spec, shape, *, device: str, budget_s: float, mode: str = "eager", dynamic: bool | None = None
+) -> dict:
     """Median time of the reference at one shape, with its repetitions and spread."""
-    model = _model(spec, shape, device=device, mode=mode)
+    model = _model(spec, shape, device=device, mode=mode, dynamic=dynamic)
     inputs = spec.make_inputs(device=device, seed=1234, **shape.input_kwargs)
     with torch.inference_mode():
         started = time.perf_counter()
@@ -102,6 +109,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape-set", default="full")
     parser.add_argument("--budget-s", type=float, default=0.5)
     parser.add_argument("--deadline-s", type=float, default=500.0)
+    parser.add_argument(
+        "--operator-deadline-s",
+        type=float,
+        default=None,
+        help="stop an operator's shapes after this many seconds (its remaining shapes are "
+        "'not_run'), so that one slow compilation does not starve the others",
+    )
+    parser.add_argument(
+        "--dynamic",
+        action="store_true",
+        help="compile mode: torch.compile(dynamic=True) from the first shape on (default: "
+        "torch.compile's own choice, a static graph first, then dynamic on a recompile)",
+    )
     parser.add_argument("--mode", choices=sorted(WHAT), default="eager")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
@@ -118,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "hardware": hardware.to_dict(),
         "environment": collect_environment(args.device),
         "started_at": datetime.now(UTC).isoformat(),
+        "compile_dynamic": bool(args.dynamic) if args.mode == "compile" else None,
         "operators": [],
     }
     deadline = time.monotonic() + args.deadline_s
@@ -134,10 +155,17 @@ def main(argv: list[str] | None = None) -> int:
                 if hasattr(torch._dynamo.config, name):
                     setattr(torch._dynamo.config, name, 4096)
         shapes = entry["shapes"]
+        operator_deadline = (
+            time.monotonic() + args.operator_deadline_s if args.operator_deadline_s else None
+        )
         for shape in suite.shapes_for(slug, args.shape_set):
             row = {"shape_id": shape.shape_id, "weight": shape.weight}
             if time.monotonic() > deadline:
                 row.update(status="not_run", error="deadline reached before this shape")
+                shapes.append(row)
+                continue
+            if operator_deadline is not None and time.monotonic() > operator_deadline:
+                row.update(status="not_run", error="the operator's deadline was reached")
                 shapes.append(row)
                 continue
             t_sol = t_sol_seconds(
@@ -149,7 +177,12 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 row.update(
                     time_reference(
-                        spec, shape, device=args.device, budget_s=args.budget_s, mode=args.mode
+                        spec,
+                        shape,
+                        device=args.device,
+                        budget_s=args.budget_s,
+                        mode=args.mode,
+                        dynamic=True if args.dynamic else None,
                     )
                 )
             except Exception as error:  # noqa: BLE001 - recorded per shape, the run goes on
