@@ -1,8 +1,9 @@
 """Shards: one run's operators split over several workers of its hardware, then merged.
 
 With ``ATREX["SHARDS_PER_RUN"]`` above 1, ``services.submission_enqueue`` splits a bundle's
-operators into up to that many shards, balanced by shape count (``shard_plan``). Each
-shard's id is sent to the hardware's queue, so free workers take them in parallel; each
+operators into up to that many shards, balanced by each operator's expected seconds
+(``operator_costs``, ``shard_plan``). Each shard's id is sent to the hardware's queue, so
+free workers take them in parallel; each
 runs ``python -m evaluator run --operators <its operators> --seed <the run's seed>``. The
 last shard to succeed merges every shard's operator entries into one results document,
 then scores and publishes it (``services.evaluation_run_score_and_publish``), under a
@@ -96,7 +97,7 @@ def operator_costs(
     do not matter to the plan, only the ratios). Operators not in ``shapes`` cost nothing.
 
     On the H200 a shape count is a poor cost: an operator's child spends ~10 s starting
-    (imports, CUDA, compiling its kernels) whatever its shape count, and a shape's checks
+    (sandbox, imports, CUDA, the profiler) whatever its shape count, and a shape's checks
     and timing range from 0.1 s to over 2 s (``results/2026-12-01-h200``)."""
     if not shapes:
         return {}
