@@ -185,8 +185,19 @@ def measure(args: argparse.Namespace, workers: int) -> Row:
             row.status, row.error = submission.status, submission.error_message
             return row
 
+        next_report = [started + 30.0]
+
         def final() -> bool:
             submission.refresh_from_db()
+            if time.monotonic() >= next_report[0]:  # a line every 30 s: a run cut from
+                next_report[0] += 30.0  # outside still shows how far it got
+                run = submission.runs.order_by("-pk").first()
+                done = f"{run.shapes_done}/{run.shapes_total} shapes" if run else "no run yet"
+                print(
+                    f"  {workers} worker(s): {time.monotonic() - started:.0f} s, "
+                    f"{submission.status}, {done}",
+                    flush=True,
+                )
             return submission.is_final
 
         try:
