@@ -150,7 +150,7 @@ def wait_for_status(submission, statuses: set[str], timeout_s: float = 240.0):
         submission.refresh_from_db()
         if submission.status in statuses:
             return submission
-        time.sleep(0.5)
+        time.sleep(0.1)
     raise AssertionError(
         f"submission #{submission.pk} still {submission.status} after {timeout_s} s"
     )

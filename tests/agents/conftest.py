@@ -35,10 +35,17 @@ class ScriptedAgent:
     port: int = 0
 
 
+# How often a server's loop looks for shutdown(): the default 0.5 s made every test's
+# tear-down wait half a second per server.
+POLL_INTERVAL_S = 0.02
+
+
 def _serve(handler_class: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, Any]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler_class)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": POLL_INTERVAL_S}, daemon=True
+    )
     thread.start()
     return server, thread
 
@@ -114,7 +121,9 @@ def start_tile_agent() -> Iterator[Callable[[str], str]]:
 
     def start(secret: str = SECRET) -> str:
         server = make_server(host="127.0.0.1", port=0, secret=secret.encode(), prefix="/tile")
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": POLL_INTERVAL_S}, daemon=True
+        ).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}/tile"
 

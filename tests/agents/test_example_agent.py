@@ -101,13 +101,15 @@ def _task(round_number: int, feedback_=None) -> dict:
 def test_a_retried_round_gets_the_same_kernel(tile_search_agent):
     with urllib.request.urlopen(_post(tile_search_agent, _task(1), key="c:rms_norm:1")) as r:
         first = json.loads(r.read())
+    sent = time.time()
     with urllib.request.urlopen(
-        _post(tile_search_agent, _task(2, feedback(0.1)), key="c:rms_norm:2")
+        _post(tile_search_agent, _task(2, feedback(0.1)), key="c:rms_norm:2", timestamp=sent)
     ) as r:
         second = r.read()
-    time.sleep(1.1)  # a fresh timestamp: a retry, not a replay
+    # Signed a second later (as a client's retry is, instead of waiting for the clock to
+    # tick): a retry, not a replay.
     with urllib.request.urlopen(
-        _post(tile_search_agent, _task(2, feedback(0.1)), key="c:rms_norm:2")
+        _post(tile_search_agent, _task(2, feedback(0.1)), key="c:rms_norm:2", timestamp=sent + 1)
     ) as r:
         again = r.read()
     assert first["operator"] == "rms_norm" and "class Model" in first["source"]

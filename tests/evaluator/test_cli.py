@@ -44,7 +44,11 @@ def tiny_suite_file(tiny_suite, tmp_path_factory):
     return path
 
 
-def test_run_writes_results_progress_and_a_table_without_django(tmp_path, tiny_suite_file):
+@pytest.fixture(scope="module")
+def finished_run(tiny_suite_file, tmp_path_factory):
+    """One whole CLI run of two operators, read by the tests that only look at a finished
+    run: (the completed process, results path, progress path)."""
+    tmp_path = tmp_path_factory.mktemp("finished-run")
     out, progress = tmp_path / "r.json", tmp_path / "p.jsonl"
     completed = evaluator_cli(
         "run",
@@ -66,6 +70,11 @@ def test_run_writes_results_progress_and_a_table_without_django(tmp_path, tiny_s
         tmp_path=tmp_path,
         extra_env={"PYTHONPROFILEIMPORTTIME": "1"},
     )
+    return completed, out, progress
+
+
+def test_run_writes_results_progress_and_a_table_without_django(finished_run):
+    completed, out, progress = finished_run
     assert completed.returncode == 0, completed.stderr[-3000:]
     results = json.loads(out.read_text())
     assert [e["operator"] for e in results["operators"]] == ["rms_norm", "silu_and_mul"]
@@ -167,12 +176,8 @@ def test_a_run_killed_midway_leaves_the_finished_operators(tmp_path, tiny_suite_
     assert document["scores"]["aggregate"] == pytest.approx(first["score"])
 
 
-def test_a_finished_run_removes_its_checkpoint(tmp_path, tiny_suite_file):
-    completed = evaluator_cli(
-        "run", str(TRITON_BASELINE), "--suite", str(tiny_suite_file),
-        "--operators", "rms_norm,silu_and_mul", "--device", "cpu", "--time-budget-s", "0.05",
-        "--out", str(tmp_path / "r.json"), tmp_path=tmp_path,
-    )  # fmt: skip
+def test_a_finished_run_removes_its_checkpoint(finished_run):
+    completed, out, _ = finished_run
     assert completed.returncode == 0, completed.stderr[-2000:]
-    assert (tmp_path / "r.json").exists() and not (tmp_path / "r.partial.json").exists()
-    assert "partial" not in json.loads((tmp_path / "r.json").read_text())
+    assert out.exists() and not out.with_name("r.partial.json").exists()
+    assert "partial" not in json.loads(out.read_text())
