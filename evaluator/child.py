@@ -308,13 +308,17 @@ def evaluate_shape(
     return record
 
 
-ERROR_GROWTH_FACTOR = 3.0
+ERROR_GROWTH_FACTOR = 2.0
 ERROR_GROWTH_FLOOR = 0.3
 """The error grew over repeated calls when the last timed call's output used, on average
 over its elements, more than this share of the tolerance and more than
 ERROR_GROWTH_FACTOR times what the first call's did. An honest kernel's rounding error
 does not depend on how often it has been called: one bf16 step off on every element
-(the Triton interpreter truncates) uses about 0.1-0.2 of the tolerance on average."""
+(the Triton interpreter truncates) uses about 0.1-0.2 of the tolerance on average, and
+over the 19 smoke shapes of the 14 Triton baseline operators the last call's level was
+0.68-1.23 times the first's. The exploit corpus's ``growing_error`` (a 1.2 % drift from
+the seventh call on) reached 2.76-4.5 times its first level in ten runs: a factor of 3
+let it through in about one run in four, 2 catches it with room on both sides."""
 
 
 def _time_shape(
