@@ -97,12 +97,12 @@ class ChildOutcome:
         ``setup`` (torch, the device, the profiler, the candidate's import), ``variants``
         (hidden validation variants), ``shapes``, ``exit`` (tear-down); a phase the child
         never reached is left out."""
-        order = ["launch", "hello", "imported", "shape_start", "done", "gone"]
+        # Each mark ends the phase named beside it (the launch is at 0).
         names = {"hello": "launch", "imported": "setup", "shape_start": "variants",
                  "done": "shapes", "gone": "exit"}  # fmt: skip
         phases: dict[str, float] = {}
         previous = 0.0
-        for mark in order[1:]:
+        for mark in names:
             if mark in self.marks:
                 phases[names[mark]] = round(max(0.0, self.marks[mark] - previous), 3)
                 previous = self.marks[mark]
@@ -256,10 +256,9 @@ def _follow(
     *,
     key: bytes | None = None,
     sandbox: Sandbox | None = None,
-    launched: float | None = None,
+    launched: float,
 ) -> None:
     reader = FrameReader(key=key)
-    launched = time.monotonic() if launched is None else launched
     uid = sandbox.uid if sandbox is not None else None
     next_memory_check = 0.0
     deadline = time.monotonic() + shape_timeout_s
@@ -486,7 +485,6 @@ def _evaluate_operator(
             operator_source=operator_source,
             validation_variants=validation_variants,
         )
-        child_started = time.monotonic()
         outcome = run_operator_child(
             job=job,
             log_path=log_dir / f"{operator}.log",
@@ -494,7 +492,7 @@ def _evaluate_operator(
             shape_timeout_s=shape_timeout_s,
             on_record=on_record,
         )
-        child_wall_s = round(time.monotonic() - child_started, 3)
+        child_wall_s = outcome.marks.get("gone")
         child_phases = outcome.phases()
         status, error = outcome.status, outcome.error
         variants = outcome.variants

@@ -10,26 +10,7 @@
 # start.sh runs this detached (setsid), so it outlives one call while the machine stays
 # warm; poll.sh waits, then hands back $OUT/pipe.tar.gz (status, logs, JSON under out/).
 # Used on 2026-12-01: results/2026-12-01-h200/.
-P=/tmp/pipe; O=$P/out; mkdir -p $O $P/logs
-cd "$(dirname "$0")/../.."
-export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-T0=$(date +%s)
-step() {  # step NAME GPU TIMEOUT CMD...
-  local name=$1 gpu=$2 limit=$3; shift 3
-  local s=$(date +%s)
-  echo "$(date -u +%T) start $name gpu=$gpu limit=$limit" >> $P/status
-  CUDA_VISIBLE_DEVICES=$gpu timeout --kill-after=10 $limit "$@" > $P/logs/$name.log 2>&1
-  local rc=$?
-  echo "$(date -u +%T) end   $name rc=$rc took=$(( $(date +%s) - s ))s" >> $P/status
-  tail -c 20000 $P/logs/$name.log > $O/$name.log
-}
-{
-  nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm,memory.total --format=csv
-  python3 -c 'import torch,triton,sys;print("torch",torch.__version__,"triton",triton.__version__,"python",sys.version.split()[0],"gpus",torch.cuda.device_count())'
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && echo wheels-ok
-} > $O/machine.txt 2>&1
-SUITE=atrex-bench-v1
+source "$(dirname "$0")/common.sh"
 lane0() {
   step triton-run1 0 420 python3 -m evaluator run examples/bundles/triton-baseline --suite $SUITE --device cuda --out $O/triton-v1-run1.json --log-dir $P/logs/run1
   step gpu-tests 0 330 python3 -m pytest -p no:django -p no:cacheprovider --confcutdir=tests/evaluator -m gpu tests/evaluator -q -rs --junitxml=$O/gpu-tests.xml
