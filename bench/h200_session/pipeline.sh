@@ -14,7 +14,7 @@ source "$(dirname "$0")/common.sh"
 lane0() {
   step triton-run1 0 420 python3 -m evaluator run examples/bundles/triton-baseline --suite $SUITE --device cuda --out $O/triton-v1-run1.json --log-dir $P/logs/run1
   step gpu-tests 0 330 python3 -m pytest -p no:django -p no:cacheprovider --confcutdir=tests/evaluator -m gpu tests/evaluator -q -rs --junitxml=$O/gpu-tests.xml
-  step gpu-tests-traces 0 90 python3 -m pytest -p no:django -p no:cacheprovider --confcutdir=tests/traces -m gpu tests/traces -q -rs
+  step gpu-tests-traces 0 90 python3 -m pytest -p no:django -p no:cacheprovider --confcutdir=tests/traces -m gpu tests/traces/test_gpu_recording.py -q -rs
   step eager-baseline 0 200 python3 bench/reference_baseline.py --mode eager --suite $SUITE --device cuda --hardware h200-sxm --deadline-s 180 --out $O/eager-baseline-v1.json
 }
 lane1() {
