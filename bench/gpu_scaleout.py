@@ -228,11 +228,7 @@ def measure(args: argparse.Namespace, workers: int) -> Row:
                         "wall_s": round(took, 1) if took is not None else None,
                     }
                 )
-        score = getattr(submission, "score", None)
-        if score is None:
-            from leaderboard.models import Score
-
-            score = Score.objects.filter(submission=submission).first()
+        score = getattr(submission, "score", None)  # None until published
         row.aggregate = getattr(score, "aggregate", None)
         row.fleet = _fleet()
         return row
