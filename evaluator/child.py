@@ -1,9 +1,12 @@
 """The per-operator child process: import the candidate, then check and time each shape.
 
-Started by the runner as ``python -m evaluator.child --job-fd R --result-fd W``. The job
-(operator, bundle file, shapes, device, seed, budget, a per-run key) arrives as one frame
-on the job pipe; per-shape records go back as frames on the result pipe, as they
-complete. A frame is a 4-byte big-endian length and that many bytes: on the result pipe,
+Started by the runner as ``python -m evaluator.child --job-fd R --result-fd W --device D``.
+It first starts the harness (torch, the evaluator's modules, the device, the profiler:
+nothing of the candidate's), then waits for the job (operator, bundle file, shapes, seed,
+budget, a per-run key), one frame on the job pipe: so the runner can start the next
+operator's child while this one is still measuring, and hand it the job at its turn.
+Per-shape records go back as frames on the result pipe, as they complete. A frame is a
+4-byte big-endian length and that many bytes: on the result pipe,
 the hex HMAC-SHA256 of the JSON under the run's key, then the UTF-8 JSON. The child's
 stdout and stderr are the candidate's log; nothing is ever parsed from them.
 
@@ -37,6 +40,8 @@ from typing import Any
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 TRACEBACK_TAIL_CHARS = 4000
 MAC_CHARS = 64
+WARM_UP_FAILED = 3
+"""The child's exit status when the harness itself could not start (before the job)."""
 """Hex digits of the HMAC-SHA256 that starts every frame on the result pipe."""
 
 # Bound at import, before any candidate code runs in this process.
@@ -486,32 +491,51 @@ class _Channel:
         write_frame(self._fd, message, key=self._key)
 
 
-def _integrity_guard(spec: Any, device: str) -> Any:
-    """Import everything the measurement uses, start what it starts lazily (the CUDA
-    profiler), then snapshot it, all before the candidate exists."""
+def warm_up(device: str, steps: list[tuple[str, float]]) -> None:
+    """Start everything the measurement uses, none of it the candidate's: import torch and
+    the harness's modules (every built-in operator among them), set up the allocator and
+    the device, start the profiler. Each step's end goes into ``steps`` (name,
+    ``time.perf_counter()``). Runs before the job arrives."""
     import torch
 
     import evaluator.correctness
     import evaluator.fallback as evaluator_fallback
+    import evaluator.integrity
+    import evaluator.operators
     import evaluator.operators._variants
+    import evaluator.static_scan
     import evaluator.timing
     import evaluator.variants
+
+    del evaluator  # only imported so that they are loaded before the snapshot
+    steps.append(("imports", time.perf_counter()))
+    torch.empty(1)  # the allocator and dispatcher set up before the snapshot
+    if torch.device(device).type == "cuda":
+        torch.cuda.device_count()  # fills torch.cuda's lazy caches before the snapshot
+    steps.append(("device", time.perf_counter()))
+    evaluator_fallback.prepare_monitoring(torch.device(device))
+    steps.append(("profiler", time.perf_counter()))
+
+
+def _integrity_guard(spec: Any) -> Any:
+    """Snapshot everything the measurement uses (``warm_up`` loaded it), before the
+    candidate exists; an uploaded operator's reference class is watched too."""
     from evaluator.integrity import IntegrityGuard
 
-    del evaluator  # only imported for the snapshot
     extra = []
     model_class = getattr(spec, "model_class", None)
     if isinstance(model_class, type) and not model_class.__module__.startswith("evaluator."):
         extra.append((f"reference {model_class.__qualname__}", model_class.__dict__))
-    torch.empty(1)  # the allocator and dispatcher set up before the snapshot
-    if torch.device(device).type == "cuda":
-        torch.cuda.device_count()  # fills torch.cuda's lazy caches before the snapshot
-    evaluator_fallback.prepare_monitoring(torch.device(device))
     return IntegrityGuard(extra=extra)
 
 
-def run_job(job: dict[str, Any], result_fd: int) -> int:
+def run_job(
+    job: dict[str, Any], result_fd: int, steps: list[tuple[str, float]] | None = None
+) -> int:
     """Evaluate every shape of the job, streaming one record per shape; 0 when finished.
+
+    ``steps`` are the warm-up's (see ``warm_up``), for the log line that says where the
+    start-up went; the job may arrive long after them.
 
     With ``validation_variants`` in the job, the operator's hidden variants are checked
     first (one ``variant`` record each, see ``evaluator.variants``); if one fails, every
@@ -522,6 +546,7 @@ def run_job(job: dict[str, Any], result_fd: int) -> int:
     del key_hex
     send = channel.send
     send({"event": "hello", "pid": os.getpid()})
+    steps = [*(steps or []), ("job", time.perf_counter())]
     try:
         spec = operator_spec(job)
     except Exception as exc:  # an operator this evaluator does not implement: ours to fix
@@ -530,7 +555,15 @@ def run_job(job: dict[str, Any], result_fd: int) -> int:
     # Bound before the candidate exists: it cannot swap the functions this loop calls.
     from evaluator.static_scan import scan_candidate  # stdlib only; before the snapshot
 
-    guard = _integrity_guard(spec, job["device"])
+    steps.append(("operator", time.perf_counter()))
+    guard = _integrity_guard(spec)
+    steps.append(("snapshot", time.perf_counter()))
+    send({"event": "ready"})  # the operator's reference is loaded, the snapshot taken
+    # For the operator's log: where the start-up went ("job": waiting for its turn).
+    durations = ", ".join(
+        f"{b[0]} {b[1] - a[1]:.2f}" for a, b in zip(steps, steps[1:], strict=False)
+    )
+    print(f"[harness] start-up steps (s): {durations}", file=sys.stderr, flush=True)
     evaluate = evaluate_shape
     from evaluator.variants import check_variant, failed_variant_error, variants_of
 
@@ -627,8 +660,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="evaluator.child")
     parser.add_argument("--job-fd", type=int, required=True)
     parser.add_argument("--result-fd", type=int, required=True)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
     _not_dumpable()
+    steps = [("start", time.perf_counter())]
+    try:
+        warm_up(args.device, steps)
+    except BaseException:  # the harness could not start: say why in the log, exit 3
+        traceback.print_exc()
+        print("[harness] the evaluation harness could not start", file=sys.stderr, flush=True)
+        return WARM_UP_FAILED
     job = read_job(args.job_fd)
     # Keep the result pipe off the candidate's obvious path: a copy at a high number,
     # close-on-exec, the original closed (the candidate runs in this process, so this
@@ -636,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
     result_fd = os.dup(args.result_fd)
     os.close(args.result_fd)
     os.set_inheritable(result_fd, False)
-    return run_job(job, result_fd)
+    return run_job(job, result_fd, steps)
 
 
 if __name__ == "__main__":

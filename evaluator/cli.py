@@ -87,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
         "default: $ATREX_SANDBOX, else best-effort (missing protections are reported)",
     )
     run.add_argument(
+        "--start-ahead",
+        default=None,
+        action=argparse.BooleanOptionalAction,
+        help="start the next operator's child (its harness only) while one measures; "
+        "default: on cuda, where that start-up is seconds of device and profiler set-up",
+    )
+    run.add_argument(
         "--hide",
         action="append",
         default=[],
@@ -283,6 +290,7 @@ def command_run(args: argparse.Namespace) -> int:
             checkpoint_path=checkpoint,
             # An agent sees a public run's results: the hidden variants stay hidden.
             validation_variants=args.visibility != "public",
+            start_ahead=args.start_ahead,
         )
     except AtrexError as exc:
         write_results(out, _error_document(args, exc.to_dict()))

@@ -145,11 +145,14 @@ def operator_entry(
     variants: list[dict[str, Any]] | None = None,
     wall_s: float | None = None,
     phases_s: Mapping[str, float] | None = None,
+    ahead_s: float | None = None,
 ) -> dict[str, Any]:
     """One entry of the "operators" list (``variants``: the validation variants' name,
-    status and error; empty when none ran; ``wall_s``: the operator's child process from
-    start to exit, its start-up and imports included; ``phases_s``: how that time divides,
-    see ``evaluator.runner.ChildOutcome.phases``)."""
+    status and error; empty when none ran; ``wall_s``: the operator's turn, from its child
+    getting the job to the child's exit, what was left of its start-up included;
+    ``phases_s``: how that time divides, see ``evaluator.runner.ChildOutcome.phases``;
+    ``ahead_s``: how long the child had been starting before its turn, beside the previous
+    operator's child)."""
     return {
         "operator": operator,
         "importance": importance,
@@ -164,6 +167,7 @@ def operator_entry(
         ],
         "wall_s": finite_or_none(wall_s),
         "phases_s": _wall(phases_s) or {},
+        "ahead_s": finite_or_none(ahead_s),
     }
 
 

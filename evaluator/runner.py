@@ -28,12 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.bundle import BundleManifest, extract_bundle
-from evaluator.child import FrameReader, write_frame
+from evaluator.child import WARM_UP_FAILED, FrameReader, write_frame
 from evaluator.environment import collect_environment, gpu_clocks
 from evaluator.errors import BundleError
 from evaluator.hardware import HardwareProfile, get_profile
 from evaluator.results import operator_entry, results_document, shape_entry, write_results
-from evaluator.sandbox import Sandbox, SandboxPolicy, kill_tree, tree_rss_bytes
+from evaluator.sandbox import (
+    ChildSandbox,
+    Sandbox,
+    SandboxError,
+    SandboxPolicy,
+    kill_tree,
+    tree_rss_bytes,
+)
 from evaluator.scoring import operator_score, summarize
 from evaluator.suite import ShapeSpec, Suite, load_suite
 from evaluator.upstream import load_suite_with_sources
@@ -86,20 +93,23 @@ class ChildOutcome:
     variants: list[dict[str, Any]] = field(default_factory=list)
     """The validation variants' records: name, status and error only."""
     marks: dict[str, float] = field(default_factory=dict)
-    """Seconds after the launch at which the child first said hello, imported, started a
-    shape and was done, and when it was gone (see ``phases``)."""
+    """Seconds after its job was sent at which the child said hello, was ready, imported
+    the candidate, started a shape and was done, and when it was gone (see ``phases``)."""
+    ahead_s: float = 0.0
+    """How long the child had been up (warming its harness) before its job was sent."""
 
     def mark(self, name: str, at: float) -> None:
         self.marks.setdefault(name, round(at, 3))
 
     def phases(self) -> dict[str, float]:
-        """Where the child's wall time went: ``launch`` (sandbox and interpreter start),
-        ``setup`` (torch, the device, the profiler, the candidate's import), ``variants``
-        (hidden validation variants), ``shapes``, ``exit`` (tear-down); a phase the child
-        never reached is left out."""
+        """Where the child's wall time from its job to its exit went: ``start`` (what was
+        left of its start-up when the job came: sandbox, interpreter, torch, the device,
+        the profiler), ``harness`` (the operator's reference, the integrity snapshot),
+        ``import`` (the candidate's import), ``variants`` (hidden validation variants),
+        ``shapes``, ``exit`` (tear-down); a phase the child never reached is left out."""
         # Each mark ends the phase named beside it (the launch is at 0).
-        names = {"hello": "launch", "imported": "setup", "shape_start": "variants",
-                 "done": "shapes", "gone": "exit"}  # fmt: skip
+        names = {"hello": "start", "ready": "harness", "imported": "import",
+                 "shape_start": "variants", "done": "shapes", "gone": "exit"}  # fmt: skip
         phases: dict[str, float] = {}
         previous = 0.0
         for mark in names:
@@ -168,24 +178,40 @@ def _exit_description(returncode: int | None, policy: SandboxPolicy | None = Non
     return f"exited with code {returncode}"
 
 
-def run_operator_child(
+@dataclass
+class StartedChild:
+    """An operator's child, started (its harness warming up) and waiting for its job."""
+
+    operator: str
+    process: subprocess.Popen[bytes]
+    plan: ChildSandbox
+    job_write: int
+    result_read: int
+    launched: float
+
+    def stop(self) -> None:
+        """Kill it and everything it started; close its pipes (it never got its job)."""
+        _kill(self.process, self.plan.uid)
+        for fd in (self.job_write, self.result_read):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def start_child(
     *,
-    job: dict[str, Any],
+    operator: str,
+    bundle_dir: Path | None,
+    device: str,
     log_path: Path,
     sandbox: Sandbox,
-    shape_timeout_s: float,
-    on_record: Callable[[dict[str, Any]], None],
-) -> ChildOutcome:
-    """Run one operator's child process, sandboxed, to completion (or one of its limits).
-
-    The job carries a fresh key; every record the child sends back must be signed with
-    it (see ``evaluator.child``), and any other bytes on the pipe fail the operator.
-    Everything the child started is killed when it ends. Raises SandboxError when the
-    policy requires a protection that cannot be applied.
-    """
-    outcome = ChildOutcome()
-    key = secrets.token_bytes(32)
-    job = {**job, "auth_key": key.hex()}
+    second_user: bool = False,
+) -> StartedChild:
+    """Start ``python -m evaluator.child`` for ``operator`` in its sandbox: it warms up the
+    harness (torch, the device, the profiler; nothing of the candidate's) and then waits
+    for its job, which ``run_started_child`` sends. Raises SandboxError when the policy
+    requires a protection that cannot be applied."""
     job_read, job_write = os.pipe()
     result_read, result_write = os.pipe()
     command = [
@@ -197,12 +223,13 @@ def run_operator_child(
         str(job_read),
         "--result-fd",
         str(result_write),
+        "--device",
+        device,
     ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    bundle_dir = Path(job["bundle_dir"]) if job.get("bundle_dir") else None
     launched = time.monotonic()
-    plan = sandbox.child(str(job.get("operator", "child")), bundle_dir)
     try:
+        plan = sandbox.child(operator, bundle_dir, second=second_user)
         with open(log_path, "ab") as log:
             process, _ = sandbox.launch(
                 command,
@@ -212,29 +239,152 @@ def run_operator_child(
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+    except BaseException:
+        os.close(job_write)
+        os.close(result_read)
+        raise
     finally:
         os.close(job_read)
         os.close(result_write)
+    return StartedChild(operator, process, plan, job_write, result_read, launched)
+
+
+def run_started_child(
+    child: StartedChild,
+    *,
+    job: dict[str, Any],
+    shape_timeout_s: float,
+    on_record: Callable[[dict[str, Any]], None],
+    on_sent: Callable[[], None] | None = None,
+) -> ChildOutcome:
+    """Hand the started child its job and follow it to completion (or one of its limits);
+    ``on_sent`` is called once the job is sent (to start the next child ahead).
+
+    The job carries a fresh key; every record the child sends back must be signed with
+    it (see ``evaluator.child``), and any other bytes on the pipe fail the operator.
+    Everything the child started is killed when it ends. The outcome's marks count from
+    the moment the job was sent; ``ahead_s`` is how long the child had been up before.
+    """
+    outcome = ChildOutcome()
+    key = secrets.token_bytes(32)
+    job = {**job, "auth_key": key.hex()}
+    sent = time.monotonic()
+    outcome.ahead_s = round(sent - child.launched, 3)
+    process, uid = child.process, child.plan.uid
     try:
         try:
-            write_frame(job_write, job)
+            write_frame(child.job_write, job)
         except BrokenPipeError:
-            pass  # the child died at once; its exit status tells the rest
+            pass  # the child died; its exit status tells the rest
         finally:
-            os.close(job_write)
+            os.close(child.job_write)
+        if on_sent is not None:
+            on_sent()
         _follow(
-            process, result_read, outcome, shape_timeout_s, on_record,
-            key=key, sandbox=sandbox, launched=launched,
+            process, child.result_read, outcome, shape_timeout_s, on_record,
+            key=key, sandbox=child.plan, launched=sent,
         )  # fmt: skip
     finally:
-        os.close(result_read)
+        os.close(child.result_read)
         # The child is done (or stopped): nothing it started may outlive it.
-        _kill(process, sandbox.uid)
-        outcome.mark("gone", time.monotonic() - launched)
+        _kill(process, uid)
+        outcome.mark("gone", time.monotonic() - sent)
+    if process.returncode == WARM_UP_FAILED and "hello" not in outcome.marks:
+        # Exited before its job was read: no candidate code ran, the harness failed.
+        outcome.status = outcome.unfinished_status = "runtime_error"
+        outcome.error = outcome.unfinished_error = (
+            "the evaluation harness could not start (torch, the device or the profiler); "
+            "see the operator's log"
+        )
     return outcome
 
 
-def _memory_exceeded(process: subprocess.Popen[bytes], sandbox: Sandbox | None) -> str | None:
+def run_operator_child(
+    *,
+    job: dict[str, Any],
+    log_path: Path,
+    sandbox: Sandbox,
+    shape_timeout_s: float,
+    on_record: Callable[[dict[str, Any]], None],
+) -> ChildOutcome:
+    """Start one operator's child and run its job to completion (``start_child``, then
+    ``run_started_child``)."""
+    child = start_child(
+        operator=str(job.get("operator", "child")),
+        bundle_dir=Path(job["bundle_dir"]) if job.get("bundle_dir") else None,
+        device=str(job.get("device", "cpu")),
+        log_path=log_path,
+        sandbox=sandbox,
+    )
+    return run_started_child(child, job=job, shape_timeout_s=shape_timeout_s, on_record=on_record)
+
+
+class ChildStarter:
+    """Starts each operator's child, the next one ahead of its turn where it may.
+
+    While one child measures, the next operator's child is started (as the second sandbox
+    user, see ``Sandbox.can_overlap``) and warms up its harness, so its turn begins with
+    torch, the device and the profiler ready; it gets its job (and so runs candidate
+    code) only at its turn. A child started ahead that died before its turn (the
+    previous candidate took all GPU memory, say) is replaced by a fresh one. Use as a
+    context manager: a child never taken is stopped at the end.
+    """
+
+    def __init__(
+        self, *, sandbox: Sandbox, device: str, bundle_dir: Path, log_dir: Path,
+        ahead: bool = True,
+    ) -> None:  # fmt: skip
+        self.sandbox = sandbox
+        self.device = device
+        self.bundle_dir = bundle_dir
+        self.log_dir = log_dir
+        self.ahead = ahead and sandbox.can_overlap
+        self._next: StartedChild | None = None
+        self._second = True  # the user of the child started last (the first is not)
+
+    def __enter__(self) -> ChildStarter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._next is not None:
+            self._next.stop()
+            self._next = None
+
+    def _start(self, operator: str) -> StartedChild:
+        # Two children are alive at once only when started one after the other: turn
+        # and turn about, they run as different users.
+        if self.ahead:
+            self._second = not self._second
+        return start_child(
+            operator=operator,
+            bundle_dir=self.bundle_dir,
+            device=self.device,
+            log_path=self.log_dir / f"{operator}.log",
+            sandbox=self.sandbox,
+            second_user=self.ahead and self._second,
+        )
+
+    def take(self, operator: str) -> StartedChild:
+        """The child for ``operator``: the one started ahead if it is still alive, else a
+        new one."""
+        ready, self._next = self._next, None
+        if ready is not None and ready.operator == operator and ready.process.poll() is None:
+            return ready
+        if ready is not None:
+            ready.stop()
+        return self._start(operator)
+
+    def start_ahead(self, operator: str | None) -> None:
+        """Start ``operator``'s child now, for its turn after the running one."""
+        if not self.ahead or operator is None or self._next is not None:
+            return
+        try:
+            self._next = self._start(operator)
+        except SandboxError:
+            self._next = None  # raised again, at its turn, by take()
+
+
+def _memory_exceeded(process: subprocess.Popen[bytes], sandbox: ChildSandbox | None) -> str | None:
     """A message when the child's processes together hold more memory than allowed."""
     if sandbox is None or not sandbox.policy.memory_bytes:
         return None
@@ -255,7 +405,7 @@ def _follow(
     on_record: Callable[[dict[str, Any]], None],
     *,
     key: bytes | None = None,
-    sandbox: Sandbox | None = None,
+    sandbox: ChildSandbox | None = None,
     launched: float,
 ) -> None:
     reader = FrameReader(key=key)
@@ -278,7 +428,11 @@ def _follow(
             return
         if left <= 0:
             _kill(process, uid)
-            where = current or "importing the candidate"
+            where = current or (
+                "starting the evaluation harness"
+                if "hello" not in outcome.marks
+                else "importing the candidate"
+            )
             outcome.status = "timeout"
             outcome.error = (
                 f"no progress for {shape_timeout_s:.0f} s while {where}; "
@@ -308,7 +462,7 @@ def _follow(
             now = time.monotonic()
             deadline = now + shape_timeout_s
             event = message.get("event")
-            if event in ("hello", "imported", "shape_start", "done"):
+            if event in ("hello", "ready", "imported", "shape_start", "done"):
                 outcome.mark(str(event), now - launched)
             if event == "shape_start":
                 current = f"shape {message.get('shape_id')}"
@@ -430,8 +584,8 @@ def _evaluate_operator(
     shapes: list[ShapeSpec],
     manifest: BundleManifest,
     bundle_dir: Path,
-    sandbox: Sandbox,
-    log_dir: Path,
+    starter: ChildStarter,
+    next_operator: str | None,
     hardware: HardwareProfile,
     device: str,
     seed: int,
@@ -441,6 +595,8 @@ def _evaluate_operator(
     operator_source: Mapping[str, Any] | None = None,
     validation_variants: bool = True,
 ) -> dict[str, Any]:
+    """Evaluate one operator in its child (``next_operator``'s child, if any, is started
+    as soon as this one has its job) and return its entry of results.json."""
     threshold = suite.threshold_own_share
     by_id = {shape.shape_id: shape for shape in shapes}
     entries: dict[str, dict[str, Any]] = {}
@@ -448,6 +604,7 @@ def _evaluate_operator(
     variants: list[dict[str, Any]] = []
     child_wall_s: float | None = None
     child_phases: dict[str, float] = {}
+    ahead_s: float | None = None
 
     def finish(shape: ShapeSpec, **kwargs: Any) -> None:
         entry = shape_entry(shape, hardware=hardware, threshold_own_share=threshold, **kwargs)
@@ -485,15 +642,16 @@ def _evaluate_operator(
             operator_source=operator_source,
             validation_variants=validation_variants,
         )
-        outcome = run_operator_child(
+        outcome = run_started_child(
+            starter.take(operator),
             job=job,
-            log_path=log_dir / f"{operator}.log",
-            sandbox=sandbox,
             shape_timeout_s=shape_timeout_s,
             on_record=on_record,
+            on_sent=lambda: starter.start_ahead(next_operator),
         )
         child_wall_s = outcome.marks.get("gone")
         child_phases = outcome.phases()
+        ahead_s = outcome.ahead_s
         status, error = outcome.status, outcome.error
         variants = outcome.variants
         if outcome.tampered:
@@ -528,6 +686,7 @@ def _evaluate_operator(
         variants=variants,
         wall_s=child_wall_s,
         phases_s=child_phases,
+        ahead_s=ahead_s,
     )
 
 
@@ -562,8 +721,15 @@ def run_bundle(
     sandbox_policy: SandboxPolicy | None = None,
     checkpoint_path: str | os.PathLike[str] | None = None,
     validation_variants: bool = True,
+    start_ahead: bool | None = None,
 ) -> dict[str, Any]:
     """Evaluate a bundle on this machine and return the results document (atrex-results/1).
+
+    Operators are evaluated one at a time, each in a fresh child; with ``start_ahead``
+    (default: on CUDA, where the sandbox allows it, see ``Sandbox.can_overlap``) the next
+    operator's child starts its harness while the current one measures
+    (``ChildStarter``). On CPU it stays off by default: there the start-up is short and
+    the two processes would share the cores the measurement runs on.
 
     With ``checkpoint_path``, a results document of the operators finished so far
     (``"partial": true``, scores over those operators only) is written there after each
@@ -666,35 +832,45 @@ def run_bundle(
             progress.emit("start", shapes_total=state.shapes_total, operators=selected)
             sandbox.prepare_bundle(scratch_dir / "bundle")
             logs = Path(log_dir) if log_dir else scratch_dir / "logs"
-            for operator in selected:
-                if checkpoint_path is not None and entries:
-                    write_results(checkpoint_path, document(partial=True))
-                entries.append(
-                    _evaluate_operator(
-                        operator=operator,
-                        suite=run_suite,
-                        shapes=shapes[operator],
-                        manifest=manifest,
-                        bundle_dir=scratch_dir / "bundle",
-                        sandbox=sandbox,
-                        log_dir=logs,
-                        hardware=profile,
-                        device=device,
-                        seed=seed,
-                        time_budget_s=time_budget_s,
-                        shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S,
-                        state=state,
-                        operator_source=(
-                            {
-                                "files": dict(sources[operator]),
-                                "dtype": run_suite.operator(operator).dtype,
-                            }
-                            if operator in sources
-                            else None
-                        ),
-                        validation_variants=validation_variants,
+            with_child = [
+                op for op in selected if op in manifest.operators and op not in manifest.problems
+            ]
+            after = dict(zip(with_child, with_child[1:], strict=False))
+            starter = ChildStarter(
+                sandbox=sandbox, device=device, bundle_dir=scratch_dir / "bundle",
+                log_dir=logs, ahead=device_kind == "cuda" if start_ahead is None else start_ahead,
+            )  # fmt: skip
+            environment["start_ahead"] = starter.ahead
+            with starter:
+                for operator in selected:
+                    if checkpoint_path is not None and entries:
+                        write_results(checkpoint_path, document(partial=True))
+                    entries.append(
+                        _evaluate_operator(
+                            operator=operator,
+                            suite=run_suite,
+                            shapes=shapes[operator],
+                            manifest=manifest,
+                            bundle_dir=scratch_dir / "bundle",
+                            starter=starter,
+                            next_operator=after.get(operator),
+                            hardware=profile,
+                            device=device,
+                            seed=seed,
+                            time_budget_s=time_budget_s,
+                            shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S,
+                            state=state,
+                            operator_source=(
+                                {
+                                    "files": dict(sources[operator]),
+                                    "dtype": run_suite.operator(operator).dtype,
+                                }
+                                if operator in sources
+                                else None
+                            ),
+                            validation_variants=validation_variants,
+                        )
                     )
-                )
     if device_kind == "cuda":
         environment["clocks_end"] = gpu_clocks()
     results = document(partial=False)

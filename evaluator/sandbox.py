@@ -125,6 +125,10 @@ class SandboxPolicy:
     """The unprivileged user (name or number) the child runs as when the parent is root."""
     gid: int | None = None
     """Its group; default: the user's primary group."""
+    second_user: str = ""
+    """A second unprivileged user (name or number) for the child started ahead of its turn
+    while another child runs, so that the two cannot signal, trace or kill each other;
+    default: uid 65533, if no account of this machine has it (see ``resolve_second_user``)."""
     hidden_paths: tuple[str, ...] = ()
     cpu_time_s: int = 3600
     memory_bytes: int = 32 * 1024 * MiB
@@ -150,9 +154,10 @@ class SandboxPolicy:
         hidden_paths: Iterable[str] = (),
     ) -> SandboxPolicy:
         """The policy from ``ATREX_SANDBOX`` (mode), ``ATREX_SANDBOX_USER``/``_GID``,
-        ``ATREX_SANDBOX_HIDE`` (os.pathsep-separated), ``ATREX_SANDBOX_CPU_S``,
-        ``ATREX_SANDBOX_MEMORY_MB``, ``ATREX_SANDBOX_PROCESSES``, ``ATREX_SANDBOX_FILE_MB``
-        and ``ATREX_SANDBOX_TMP_MB``; explicit arguments win over the environment."""
+        ``ATREX_SANDBOX_SECOND_USER``, ``ATREX_SANDBOX_HIDE`` (os.pathsep-separated),
+        ``ATREX_SANDBOX_CPU_S``, ``ATREX_SANDBOX_MEMORY_MB``, ``ATREX_SANDBOX_PROCESSES``,
+        ``ATREX_SANDBOX_FILE_MB`` and ``ATREX_SANDBOX_TMP_MB``; explicit arguments win over
+        the environment."""
         environ = os.environ if environ is None else environ
 
         def number(name: str, default: int, scale: int = 1) -> int:
@@ -173,6 +178,7 @@ class SandboxPolicy:
             mode=mode or environ.get("ATREX_SANDBOX", "").strip() or "best-effort",
             user=environ.get("ATREX_SANDBOX_USER", "").strip() or "nobody",
             gid=number("ATREX_SANDBOX_GID", 0) if gid_text else None,
+            second_user=environ.get("ATREX_SANDBOX_SECOND_USER", "").strip(),
             hidden_paths=tuple(dict.fromkeys([*hidden, *hidden_paths])),
             cpu_time_s=number("ATREX_SANDBOX_CPU_S", cls.cpu_time_s),
             memory_bytes=number("ATREX_SANDBOX_MEMORY_MB", cls.memory_bytes // MiB, MiB),
@@ -186,6 +192,7 @@ class SandboxPolicy:
         return {
             "mode": self.mode,
             "user": self.user,
+            "second_user": self.second_user or DEFAULT_SECOND_UID,
             "hidden_paths": len(self.hidden_paths),
             "cpu_time_s": self.cpu_time_s,
             "memory_bytes": self.memory_bytes,
@@ -212,6 +219,33 @@ def resolve_user(user: str, gid: int | None) -> tuple[int, int]:
     if uid == 0:
         raise SandboxError("The sandbox user must not be root (uid 0).")
     return uid, uid if gid is None else gid
+
+
+DEFAULT_SECOND_UID = "65533"
+
+
+def resolve_second_user(user: str, first: tuple[int, int]) -> tuple[int, int]:
+    """(uid, gid) of the second sandbox user, which must differ from the first. Without
+    one configured, uid 65533 (its own gid) if no account of this machine holds it."""
+    if user:
+        uid, gid = resolve_user(user, None)
+    else:
+        uid = gid = int(DEFAULT_SECOND_UID)
+        try:
+            taken = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            taken = None
+        if taken is not None:
+            raise SandboxError(
+                f"uid {uid} belongs to {taken!r} here; set ATREX_SANDBOX_SECOND_USER to a "
+                "second unprivileged user for the child that starts ahead of its turn."
+            )
+    if uid == first[0]:
+        raise SandboxError(
+            "ATREX_SANDBOX_SECOND_USER is the sandbox user itself; it must be another "
+            "unprivileged user."
+        )
+    return uid, gid
 
 
 # --------------------------------------------------------------------------- paths
@@ -569,6 +603,9 @@ class Sandbox:
         self.uid: int | None = None
         self.gid: int | None = None
         self.no_user_reason = "the evaluator does not run as root: the child keeps its user"
+        self.second: tuple[int, int] | None = None
+        self.no_overlap_reason: str | None = None
+        """Why two children may not run at once (None: they may)."""
         if self.privileged:
             try:
                 self.uid, self.gid = resolve_user(self.policy.user, self.policy.gid)
@@ -576,6 +613,11 @@ class Sandbox:
                 if self.policy.mode == "required":
                     raise
                 self.no_user_reason = exc.message
+        if self.uid is not None and self.gid is not None:
+            try:
+                self.second = resolve_second_user(self.policy.second_user, (self.uid, self.gid))
+            except SandboxError as exc:
+                self.no_overlap_reason = exc.message
         self.runtime = runtime_paths(self.package_root)
         set_child_subreaper()
 
@@ -591,13 +633,23 @@ class Sandbox:
             for name in dirnames:
                 os.chmod(os.path.join(folder, name), 0o755)
 
-    def child(self, label: str, bundle_dir: Path | None) -> ChildSandbox:
-        """The plan of one child: its private temp folder, what it sees and as whom."""
+    @property
+    def can_overlap(self) -> bool:
+        """Whether a child may start while another runs: they run as two different users
+        (or, where the parent cannot switch users, as the caller, like everything else)."""
+        return self.no_overlap_reason is None
+
+    def child(self, label: str, bundle_dir: Path | None, *, second: bool = False) -> ChildSandbox:
+        """The plan of one child: its private temp folder, what it sees and as whom
+        (``second``: as the second sandbox user, for a child started while another runs)."""
+        if second and not self.can_overlap:
+            raise SandboxError(f"A child cannot start beside another: {self.no_overlap_reason}")
         self._counter += 1
         private = self.scratch / f"sandbox-{self._counter}-{label}"
         private.mkdir(mode=0o700)
-        if self.uid is not None and self.gid is not None:
-            os.chown(private, self.uid, self.gid)
+        uid, gid = self.second if second and self.second else (self.uid, self.gid)
+        if uid is not None and gid is not None:
+            os.chown(private, uid, gid)
         keep = list(self.runtime)
         if bundle_dir is not None:
             keep.append(os.path.realpath(bundle_dir))
@@ -605,8 +657,8 @@ class Sandbox:
             os.path.realpath(p) if os.path.lexists(p) else p
             for p in (*DEFAULT_HIDDEN, *self.policy.hidden_paths)
         }
-        if self.uid is not None and self.gid is not None:
-            hidden.update(untraversable_ancestors([*keep, str(private)], self.uid, self.gid))
+        if uid is not None and gid is not None:
+            hidden.update(untraversable_ancestors([*keep, str(private)], uid, gid))
         # A hidden path that holds a runtime path is covered and the runtime bound back;
         # one inside a runtime path is hidden as asked, except the runtime roots themselves.
         hidden -= set(keep)
@@ -626,8 +678,8 @@ class Sandbox:
             bundle_dir=str(bundle_dir) if bundle_dir else None,
             keep=keep,
             hidden=sorted(hidden),
-            uid=self.uid,
-            gid=self.gid,
+            uid=uid,
+            gid=gid,
             privileged=bool(self.privileged),
             no_user_reason=self.no_user_reason,
         )
@@ -644,6 +696,10 @@ class Sandbox:
             XDG_CACHE_HOME=os.path.join(tmp, ".cache"),
             TRITON_CACHE_DIR=os.path.join(tmp, "triton-cache"),
             TORCH_EXTENSIONS_DIR=os.path.join(tmp, "torch-extensions"),
+            # The second sandbox user may have no account: getpass.getuser() (torch's
+            # caches) reads these first.
+            USER="atrex-sandbox",
+            LOGNAME="atrex-sandbox",
             PYTHONUNBUFFERED="1",
             PYTHONDONTWRITEBYTECODE="1",
         )
@@ -761,6 +817,12 @@ class Sandbox:
             "missing": missing,
             "details": {k: v for k, v in active.items() if k != "clean_environment"},
             "checked_inside": seen,
+            "overlap": (
+                "the next operator's child starts while one runs"
+                + (f", as uid {self.second[0]}" if self.second else "")
+                if self.can_overlap
+                else f"children start one at a time: {self.no_overlap_reason}"
+            ),
         }
         if required_missing and self.policy.mode == "required":
             raise SandboxError(

@@ -17,7 +17,7 @@ Pure stdlib. Definitions (copied into the README):
   pass and have a speedup; None when there is none.
 * **fast_1** = share of all shapes that pass with a speedup over PyTorch eager above 1.
 * **Aggregate CI**: a 95% interval from the timing spread. For a passing shape,
-  time_spread_ms / time_ms is the relative standard error of its time; the roofline
+  time_spread_ms / time_ms is the relative standard error of its median time; the roofline
   fraction scales as 1/time, so its standard error is fraction * that ratio (first
   order). Assuming shapes independent, var(operator score) = sum((w_i/sum w)^2 var(s_i))
   and var(aggregate) = sum((I_op/sum I)^2 var(operator score)); the interval is

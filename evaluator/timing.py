@@ -1,7 +1,10 @@
 """Timing of one callable with adaptive repetitions: a CPU timer and a CUDA timer.
 
 Both warm up, then time at least ``min_reps`` calls and keep going until the standard
-error of the mean is under ``target_rel_se`` of the median or the time budget is spent.
+error of the median is under ``target_rel_se`` of the median or the time budget is spent.
+The median is what is reported, so its standard error is what must be small; it is
+estimated from the interquartile range (``median_standard_error``), which the rare slow
+call of a busy machine does not inflate as it inflates the standard deviation.
 The CUDA timer flushes L2 before every call (resets lines marked persisting, then writes
 a buffer larger than L2),
 synchronises the whole device around every call, times with CUDA events and cross-
@@ -38,6 +41,11 @@ L2_FLUSH_BYTES = 256 * 1024 * 1024
 """Larger than the L2 of any supported GPU (H100/H200: 50 MB)."""
 LAUNCH_COVER_CYCLES = 400_000
 """A GPU spin of about 200 us at 2 GHz queued after the flush (see CudaTimer.time_once)."""
+MAX_LAUNCH_COVER_CYCLES = 16 * LAUNCH_COVER_CYCLES
+"""The longest the cover grows to (about 3.2 ms at 2 GHz): enough for tens of launches
+from Python on a slow host; host work longer than that shows in the time (and a warning)."""
+COVER_MARGIN = 0.8
+"""A call is covered when the host queued it within this share of the GPU work before it."""
 
 # Bound once, before any candidate code runs (see the module docstring).
 _perf_counter = time.perf_counter
@@ -77,47 +85,59 @@ class TimingResult:
     warnings: list[str] = field(default_factory=list)
 
 
+IQR_PER_SIGMA = 1.349
+"""Interquartile range of a normal distribution, in standard deviations."""
+MEDIAN_SE_PER_SIGMA = math.sqrt(math.pi / 2)
+"""Standard error of a sample median, per sigma/sqrt(n), for a normal distribution."""
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """The q-quantile of sorted values (linear interpolation between closest ranks)."""
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def median_standard_error(ordered: list[float]) -> float:
+    """Standard error of the median of sorted samples, robustly: the interquartile range
+    as the spread (IQR / 1.349 is sigma for a normal distribution), times sqrt(pi/2) /
+    sqrt(n). Infinite for fewer than two samples."""
+    count = len(ordered)
+    if count < 2:
+        return math.inf
+    sigma = (_quantile(ordered, 0.75) - _quantile(ordered, 0.25)) / IQR_PER_SIGMA
+    return MEDIAN_SE_PER_SIGMA * sigma / math.sqrt(count)
+
+
 def summarize_samples(samples: list[float]) -> tuple[float, float]:
-    """(median, standard error of the mean) of per-call times."""
-    median = statistics.median(samples)
-    if len(samples) < 2:
-        return median, math.inf
-    return median, statistics.stdev(samples) / math.sqrt(len(samples))
+    """(median, standard error of the median) of per-call times."""
+    ordered = sorted(samples)
+    return _quantile(ordered, 0.5), median_standard_error(ordered)
 
 
 class _RunningStats:
-    """Mean/variance (Welford) and a sorted copy, so each convergence check is cheap."""
+    """A sorted copy of the samples, so each convergence check is cheap."""
 
     def __init__(self) -> None:
-        self.count = 0
-        self.mean = 0.0
-        self.m2 = 0.0
         self.sorted: list[float] = []
 
     def add(self, value: float) -> None:
-        self.count += 1
-        delta = value - self.mean
-        self.mean += delta / self.count
-        self.m2 += delta * (value - self.mean)
         bisect.insort(self.sorted, value)
 
     def converged(self, *, min_reps: int, target_rel_se: float) -> bool:
-        if self.count < max(2, min_reps):
+        if len(self.sorted) < max(2, min_reps):
             return False
-        middle = self.count // 2
-        median = (
-            self.sorted[middle]
-            if self.count % 2
-            else 0.5 * (self.sorted[middle - 1] + self.sorted[middle])
-        )
-        std_error = math.sqrt(self.m2 / (self.count - 1) / self.count)
-        return median > 0 and std_error <= target_rel_se * median
+        median = _quantile(self.sorted, 0.5)
+        return median > 0 and median_standard_error(self.sorted) <= target_rel_se * median
 
 
 class Timer(ABC):
     """Times a zero-argument callable (which runs the operator once)."""
 
     device_type: str = "cpu"
+    last_uncovered: bool = False
+    """The last call's time may hold host time (CUDA: see CudaTimer); it is not counted."""
 
     def __init__(
         self,
@@ -167,8 +187,11 @@ class Timer(ABC):
         deadline = _perf_counter() + budget
         while len(samples) < self.max_reps:
             before()
+            self.last_uncovered = False
             device_s, host_s = self.time_once(fn)
             after()
+            if self.last_uncovered:
+                continue  # its time holds host time; the cover has grown for the next
             samples.append(device_s)
             host_samples.append(host_s)
             stats.add(device_s)
@@ -205,16 +228,23 @@ class CpuTimer(Timer):
 class CudaTimer(Timer):
     """CUDA events around each call, L2 flushed before it, the device synchronised around it.
 
-    Per call: synchronise; flush L2 (a ~80 us memset that also hides the host's launch
-    overhead: the start event fires when the flush ends, by which time the candidate's
-    kernels are queued); record start; call; record end; synchronise the whole device;
-    record a third event. Start-to-end is the current stream's time; start-to-third
-    also covers work the call left on other streams. The host clock is kept too.
+    Per call: synchronise; record a "queued" event; flush L2 (a ~60 us memset) and spin
+    the GPU for the launch cover, so that the candidate's kernels are all queued before the
+    start event fires and the events time the GPU only, not the host's launch path; record
+    start; call; record end; synchronise the whole device; record a last event.
+    Start-to-end is the current stream's time; start-to-last also covers work the call
+    left on other streams. The host clock is kept too.
+
+    The cover adapts: a call whose host launch path (from the queued event to the end
+    event) took longer than the GPU work queued ahead of it (queued-to-start on the GPU,
+    less a margin) may have left the GPU idle inside the timed region; its time is not
+    counted (``last_uncovered``) and the cover grows for the next call, up to
+    ``MAX_LAUNCH_COVER_CYCLES``, where calls are counted with a warning.
     """
 
     device_type = "cuda"
     OTHER_STREAM_SLACK_S = 100e-6
-    """Start-to-third may exceed start-to-end by the synchronise round trip; beyond this
+    """Start-to-last may exceed start-to-end by the synchronise round trip; beyond this
     (and beyond the event time itself) work outside the current stream is suspected."""
 
     def __init__(self, device: torch.device | str = "cuda", **kwargs: Any) -> None:
@@ -223,29 +253,47 @@ class CudaTimer(Timer):
         self._flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=self.device)
         self.all_streams_s: list[float] = []
         self.launch_cover_cycles = LAUNCH_COVER_CYCLES
+        self.uncovered_at_max = 0
+        """Calls counted although the longest cover did not cover their launch path."""
+        self.launch_path_s = 0.0
+        """The longest host launch path seen (seconds)."""
         self._reset_persisting_l2 = persisting_l2_reset()
 
     def time_once(self, fn: Callable[[], Any]) -> tuple[float, float]:
         """(event seconds on the current stream, host seconds) of one call after an L2 flush."""
-        events = [_CudaEvent(enable_timing=True) for _ in range(3)]
+        queued, start, end, last = (_CudaEvent(enable_timing=True) for _ in range(4))
         _cuda_synchronize(self.device)
         if self._reset_persisting_l2 is not None:
             self._reset_persisting_l2()
+        queued.record()
+        host_queued = _perf_counter_ns()
         self._flush.zero_()
         if self.launch_cover_cycles and hasattr(torch.cuda, "_sleep"):
-            # Keep the GPU busy a little longer, so a slow host launch path is still
-            # queued before the start event fires (the event then times the GPU only).
             torch.cuda._sleep(self.launch_cover_cycles)
         host_start = _perf_counter_ns()
-        events[0].record()
+        start.record()
         fn()
-        events[1].record()
+        end.record()
+        launch_path_s = (_perf_counter_ns() - host_queued) * 1e-9
         _cuda_synchronize(self.device)
         host_s = (_perf_counter_ns() - host_start) * 1e-9
-        events[2].record()
-        events[2].synchronize()
-        self.all_streams_s.append(events[0].elapsed_time(events[2]) * 1e-3)
-        return events[0].elapsed_time(events[1]) * 1e-3, host_s
+        last.record()
+        last.synchronize()
+        ahead_s = queued.elapsed_time(start) * 1e-3  # the GPU work queued before the call
+        self.launch_path_s = max(self.launch_path_s, launch_path_s)
+        self.last_uncovered = launch_path_s > COVER_MARGIN * ahead_s
+        if self.last_uncovered:
+            if self.launch_cover_cycles < MAX_LAUNCH_COVER_CYCLES:
+                grow = max(2.0, launch_path_s / max(ahead_s, 1e-6) / COVER_MARGIN * 1.5)
+                self.launch_cover_cycles = min(
+                    MAX_LAUNCH_COVER_CYCLES, int(self.launch_cover_cycles * grow)
+                )
+            else:
+                self.last_uncovered = False  # counted, with a warning (see measure)
+                self.uncovered_at_max += 1
+        if not self.last_uncovered:
+            self.all_streams_s.append(start.elapsed_time(last) * 1e-3)
+        return start.elapsed_time(end) * 1e-3, host_s
 
     def measure(
         self,
@@ -264,9 +312,16 @@ class CudaTimer(Timer):
         here on empty calls), and never less than its current-stream time.
         """
         self.all_streams_s = []
+        self.uncovered_at_max = 0
         result = super().measure(
             fn, budget_s=budget_s, warmup=warmup, before_call=before_call, after_call=after_call
         )
+        if self.uncovered_at_max:
+            result.warnings.append(
+                f"the host launch path of a call (up to {self.launch_path_s * 1e6:.0f} us) "
+                f"outlasted the longest launch cover in {self.uncovered_at_max} of "
+                f"{result.reps} timed calls: those times include host time"
+            )
         if all_streams:
             return self._all_streams_result(result)
         if self._reset_persisting_l2 is None:
@@ -289,11 +344,15 @@ class CudaTimer(Timer):
 
     def round_trip_s(self, calls: int = 21) -> float:
         """Median of all-streams minus current-stream time over empty calls: what the
-        device-wide synchronise and the third event add to a call that launches nothing."""
+        device-wide synchronise and the last event add to a call that launches nothing."""
         saved = self.all_streams_s
         self.all_streams_s = []
         try:
-            current = [self.time_once(_NO_HOOK)[0] for _ in range(calls)]
+            current: list[float] = []
+            while len(current) < calls:  # an uncovered call is retried (the cover grows)
+                part = self.time_once(_NO_HOOK)[0]
+                if not self.last_uncovered:
+                    current.append(part)
             return statistics.median(
                 max(0.0, total - part)
                 for total, part in zip(self.all_streams_s, current, strict=True)

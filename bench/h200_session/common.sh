@@ -1,6 +1,7 @@
-# Sourced by pipeline.sh and owed.sh: the folders under /tmp/pipe, the environment, step()
-# (one command on given GPUs under a time limit, its start, end and exit status in
-# $P/status, its log's tail in $O), and machine.txt (GPUs, versions, the carried wheels).
+# Sourced by each session script (pipeline.sh, phases.sh, ahead.sh, next.sh): the folders
+# under /tmp/pipe, the environment, step() (one command on given GPUs under a time limit,
+# its start, end and exit status in $P/status, its log's tail in $O), and machine.txt
+# (GPUs, versions, the carried wheels).
 P=/tmp/pipe; O=$P/out; mkdir -p $O $P/logs
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1

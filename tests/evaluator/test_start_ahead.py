@@ -1,0 +1,202 @@
+"""The next operator's child starts ahead of its turn (evaluator.runner.ChildStarter).
+
+Real children on CPU: a run with start-ahead on hands later operators a child that has
+been up since the previous operator got its job; a child started ahead that died is
+replaced; the two children alive at once run as different users, so the running
+candidate cannot kill the one waiting (root only: only root can switch users); a child
+whose harness cannot start says so.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from evaluator.runner import ChildStarter, run_bundle, run_operator_child
+from evaluator.sandbox import (
+    DEFAULT_SECOND_UID,
+    Sandbox,
+    SandboxError,
+    SandboxPolicy,
+    resolve_second_user,
+)
+
+from .conftest import TRITON_BASELINE, example_files
+
+pytestmark = pytest.mark.slow
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+
+# Waits for the child started beside it (same parent, running evaluator.child), tries to
+# kill it, and prints what happened to its log; then computes honestly.
+SIBLING_KILLER = textwrap.dedent(
+    """
+    import errno, os, signal, time
+
+    def _siblings():
+        me, parent = os.getpid(), os.getppid()
+        found = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me:
+                continue
+            try:
+                with open(f"/proc/{name}/stat") as handle:
+                    ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{name}/cmdline", "rb") as handle:
+                    command = handle.read()
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == parent and b"evaluator.child" in command:
+                found.append(int(name))
+        return found
+
+    _deadline = time.monotonic() + 20
+    while not _siblings() and time.monotonic() < _deadline:
+        time.sleep(0.05)
+    for _pid in _siblings():
+        try:
+            os.kill(_pid, signal.SIGKILL)
+            print(f"sibling-kill: {_pid} killed", flush=True)
+        except OSError as _exc:
+            print(f"sibling-kill: {_pid} {errno.errorcode.get(_exc.errno)}", flush=True)
+    """
+)
+
+
+def run(bundle: Path, suite, tmp_path: Path, *, start_ahead: bool) -> dict:
+    return run_bundle(
+        bundle_path=bundle,
+        suite=suite,
+        hardware="cpu-dev",
+        device="cpu",
+        seed=1234,
+        time_budget_s=0.02,
+        log_dir=tmp_path / "logs",
+        start_ahead=start_ahead,
+    )
+
+
+def entries(results: dict) -> dict[str, dict]:
+    return {entry["operator"]: entry for entry in results["operators"]}
+
+
+@pytest.mark.parametrize("start_ahead", [True, False])
+def test_later_operators_get_a_child_started_during_the_previous_turn(
+    tiny_suite, tmp_path, start_ahead
+):
+    results = run(TRITON_BASELINE, tiny_suite, tmp_path, start_ahead=start_ahead)
+    assert results["environment"]["start_ahead"] is start_ahead
+    operators = entries(results)
+    order = tiny_suite.operator_slugs()
+    assert all(s["status"] == "pass" for e in operators.values() for s in e["shapes"])
+    # The first child is started at its turn; with start-ahead every later one was up
+    # for at least the previous operator's whole turn (a fresh child, ~0 s, without).
+    assert operators[order[0]]["ahead_s"] < 0.2
+    for previous, operator in zip(order, order[1:], strict=False):
+        if start_ahead:
+            assert operators[operator]["ahead_s"] >= operators[previous]["wall_s"] - 0.5
+        else:
+            assert operators[operator]["ahead_s"] < 0.2
+        phases = operators[operator]["phases_s"]
+        assert sum(phases.values()) == pytest.approx(operators[operator]["wall_s"], abs=0.05)
+
+
+def test_a_child_started_ahead_that_died_is_replaced(tmp_path):
+    sandbox = Sandbox(policy=SandboxPolicy(), scratch=tmp_path / "scratch", device="cpu")
+    (tmp_path / "scratch").mkdir()
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    with ChildStarter(
+        sandbox=sandbox, device="cpu", bundle_dir=bundle, log_dir=tmp_path / "logs"
+    ) as starter:
+        first = starter.take("rms_norm")
+        starter.start_ahead("silu_and_mul")
+        ahead = starter._next
+        assert ahead is not None and ahead.process.poll() is None
+        if sandbox.uid is not None:  # two children alive at once: two users
+            assert {first.plan.uid, ahead.plan.uid} == {sandbox.uid, sandbox.second[0]}
+        os.kill(ahead.process.pid, signal.SIGKILL)
+        ahead.process.wait(timeout=30)
+        replacement = starter.take("silu_and_mul")
+        assert replacement.process.pid != ahead.process.pid
+        assert replacement.process.poll() is None
+        first.stop()
+        replacement.stop()
+        # One started ahead and never taken is stopped when the run ends.
+        starter.start_ahead("fused_add_rms_norm")
+        leftover = starter._next
+        assert leftover is not None
+    assert leftover.process.poll() is not None
+
+
+@root_only
+def test_the_running_candidate_cannot_kill_the_child_started_ahead(
+    tiny_suite, make_bundle, tmp_path
+):
+    files = example_files(TRITON_BASELINE)
+    files["rms_norm.py"] = SIBLING_KILLER + files["rms_norm.py"]
+    bundle = make_bundle({k: v for k, v in files.items() if k != "fused_add_rms_norm.py"})
+    suite = tiny_suite.restrict(["rms_norm", "silu_and_mul"])
+    results = run(bundle, suite, tmp_path, start_ahead=True)
+    log = (tmp_path / "logs" / "rms_norm.log").read_text()
+    assert "sibling-kill:" in log, log  # it found the child started ahead, and tried
+    assert "killed" not in log and "EPERM" in log, log
+    operators = entries(results)
+    # The child started ahead lived on to its turn: it was not replaced.
+    assert operators["silu_and_mul"]["ahead_s"] >= operators["rms_norm"]["wall_s"] - 0.5
+    assert all(s["status"] == "pass" for s in operators["silu_and_mul"]["shapes"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_child_whose_harness_cannot_start_says_so(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    outcome = run_operator_child(
+        job={"operator": "rms_norm", "bundle_dir": str(tmp_path), "device": "cuda"},
+        log_path=tmp_path / "rms_norm.log",
+        sandbox=Sandbox(policy=SandboxPolicy(), scratch=scratch, device="cpu"),
+        shape_timeout_s=60,
+        on_record=lambda record: None,
+    )
+    assert outcome.status == "runtime_error"
+    assert "harness could not start" in outcome.error
+    assert "could not start" in (tmp_path / "rms_norm.log").read_text()
+
+
+def test_the_second_sandbox_user(monkeypatch):
+    assert resolve_second_user("12345", (65534, 65534)) == (12345, 12345)
+    with pytest.raises(SandboxError, match="the sandbox user itself"):
+        resolve_second_user("65534", (65534, 65534))
+    policy = SandboxPolicy.from_environment({"ATREX_SANDBOX_SECOND_USER": "4242"})
+    assert policy.second_user == "4242" and policy.to_dict()["second_user"] == "4242"
+    # Without one configured, uid 65533 unless an account of this machine holds it.
+    monkeypatch.setattr("pwd.getpwuid", lambda uid: (_ for _ in ()).throw(KeyError(uid)))
+    assert resolve_second_user("", (65534, 65534)) == (65533, 65533)
+
+    class Taken:
+        pw_name = "someone"
+
+    monkeypatch.setattr("pwd.getpwuid", lambda uid: Taken())
+    with pytest.raises(SandboxError, match="ATREX_SANDBOX_SECOND_USER") as caught:
+        resolve_second_user("", (65534, 65534))
+    assert f"uid {DEFAULT_SECOND_UID} belongs to 'someone'" in caught.value.message
+
+
+@root_only
+def test_children_start_one_at_a_time_without_a_second_user(tmp_path, monkeypatch):
+    monkeypatch.setattr(
+        "evaluator.sandbox.resolve_second_user",
+        lambda user, first: (_ for _ in ()).throw(SandboxError("no second user here")),
+    )
+    sandbox = Sandbox(policy=SandboxPolicy(), scratch=tmp_path)
+    assert not sandbox.can_overlap
+    assert "one at a time: no second user here" in sandbox.probe()["overlap"]
+    starter = ChildStarter(sandbox=sandbox, device="cpu", bundle_dir=tmp_path, log_dir=tmp_path)
+    assert starter.ahead is False
+    with pytest.raises(SandboxError):
+        sandbox.child("x", None, second=True)
