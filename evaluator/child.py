@@ -286,6 +286,11 @@ def evaluate_shape(
         )
         record["warnings"].extend(timed.pop("warnings", []))
         record.update(timed)
+        # The runner makes the shape a fallback with this error unless its own-kernel
+        # share already does (a PyTorch bundle's watched calls are slow for other reasons).
+        record["unwatched_error"] = unwatched_path_error(
+            shape_id, device.type, timed_s=record.get("time_s"), watched_s=fallback.observed_call_s
+        )
         phases["timing"] = round(_clock() - started - phases["checks"], 4)
     except CandidateError as exc:
         record.update(
@@ -311,6 +316,34 @@ def evaluate_shape(
         )
     phases["total"] = round(_clock() - started, 4)
     return record
+
+
+UNWATCHED_SPEEDUP_LIMIT = {"cuda": 2.0, "cpu": 5.0}
+"""How much faster the timed calls may run than the fastest watched correctness call
+(after the first) before the shape is a ``fallback``: the fallback monitor watches only
+the correctness calls, so a candidate that can tell it is watched (the profiler is on, a
+dispatch mode is active) could run its own kernels there and PyTorch, or anything else,
+when timed. An honest kernel's timed calls are not faster: on CUDA the timed calls flush
+L2 first, and the watched figure is the busiest stream's kernel time alone (host gaps
+between launches left out); on the CPU the watched calls carry only the interception's
+overhead. The limits leave room for noise (CPU: a loaded machine) and catch a switch to a
+path several times faster."""
+
+
+def unwatched_path_error(
+    shape_id: str, device_type: str, *, timed_s: float | None, watched_s: float | None
+) -> str | None:
+    """The error for a shape whose timed calls ran much faster than its watched calls, or
+    None (also when either figure is missing)."""
+    limit = UNWATCHED_SPEEDUP_LIMIT.get(device_type, UNWATCHED_SPEEDUP_LIMIT["cpu"])
+    if not timed_s or not watched_s or timed_s <= 0 or watched_s <= limit * timed_s:
+        return None
+    return (
+        f"shape {shape_id}: the timed calls ran {watched_s / timed_s:.1f}x faster than the "
+        f"same calls under the fallback monitor ({timed_s * 1e6:.1f} us against "
+        f"{watched_s * 1e6:.1f} us, limit {limit:g}x): the candidate takes another path when "
+        "it is not watched, so its own-kernel share does not describe what was timed"
+    )
 
 
 ERROR_GROWTH_FACTOR = 2.0

@@ -177,6 +177,10 @@ class FallbackReport:
     """CUDA: device activities of the calls that ran on a stream other than the one the
     harness called on (CUDA events on that stream do not see them; the timer must then
     time all streams)."""
+    observed_call_s: float | None = None
+    """The fastest watched call after the first: its device busy time (CUDA: the busiest
+    stream's kernels, copies and fills) or its wall time (CPU). The timed calls must not
+    be much faster (see ``evaluator.child.UNWATCHED_SPEEDUP_LIMIT``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -190,6 +194,7 @@ class FallbackReport:
             "own_s": self.own_s,
             "neutral_s": self.neutral_s,
             "other_stream_activities": self.other_stream_activities,
+            "observed_call_s": self.observed_call_s,
             "top_ops": self.top_ops,
             "warnings": self.warnings,
         }
@@ -319,13 +324,16 @@ class FallbackMonitor:
         self._function = _CallTimingMode(self.ledger)
         self.total_s = 0.0
         self.calls = 0
+        self.call_s: list[float] = []
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` under both modes, adding its time to the total."""
         start = time.perf_counter_ns()
         with self._function, self._dispatch:
             result = fn()
-        self.total_s += (time.perf_counter_ns() - start) * 1e-9
+        elapsed = (time.perf_counter_ns() - start) * 1e-9
+        self.total_s += elapsed
+        self.call_s.append(elapsed)
         self.calls += 1
         return result
 
@@ -344,6 +352,7 @@ class FallbackMonitor:
             {"op": name, "calls": stats.calls, "time_ms": stats.time_s * 1e3, "bytes": stats.nbytes}
             for name, stats in ranked[:top]
         ]
+        steady = self.call_s[1:] or self.call_s
         return FallbackReport(
             own_kernel_share=share,
             share_by_time=by_time,
@@ -352,6 +361,7 @@ class FallbackMonitor:
             compute_s=ledger.compute_s,
             compute_bytes=ledger.compute_bytes,
             top_ops=top_ops,
+            observed_call_s=min(steady) if steady else None,
         )
 
 
@@ -860,6 +870,8 @@ class CudaFallbackMonitor:
         report = attribution_report(
             chain.from_iterable(steady), kernel_origins(self.own_code_dir), top=top
         )
+        busy = [busiest_stream_s(call) for call in steady]
+        report.observed_call_s = min(busy) if busy and min(busy) > 0 else None
         current = _CURRENT_STREAMS.get(self.device.index or 0) if self.device else None
         if current is not None:
             elsewhere = [
@@ -879,6 +891,16 @@ class CudaFallbackMonitor:
 
 
 Monitor = FallbackMonitor | CudaFallbackMonitor
+
+
+def busiest_stream_s(activities: Iterable[DeviceActivity]) -> float:
+    """Seconds of device work on the busiest stream of one call: a lower bound of the
+    call's device time that host gaps between launches (longer under the profiler) do not
+    inflate and work spread over streams does not double."""
+    per_stream: dict[int | None, int] = {}
+    for activity in activities:
+        per_stream[activity.stream] = per_stream.get(activity.stream, 0) + activity.duration_ns
+    return max(per_stream.values(), default=0) * 1e-9
 
 
 def prepare_monitoring(device: torch.device) -> None:

@@ -82,7 +82,8 @@ def shape_entry(
 
     ``measurement`` is the child's record (times in seconds, own-kernel share, top ops,
     max abs error). A correct shape whose own-kernel share is under the threshold
-    becomes ``fallback``, and its error names the PyTorch ops that did the work.
+    becomes ``fallback``, and its error names the PyTorch ops that did the work; so does
+    one whose timed calls ran far faster than its watched calls (``unwatched_error``).
     """
     measured = dict(measurement or {})
     t_sol_s = t_sol_seconds(
@@ -98,6 +99,10 @@ def shape_entry(
             f"own kernels (threshold {threshold_own_share:.0%}); PyTorch compute: "
             f"{_describe_ops(measured.get('top_ops') or [])}"
         )
+    elif status == "pass" and measured.get("unwatched_error"):
+        # Its timed calls ran far faster than its watched ones (evaluator.child): the share
+        # was measured on another path than the one timed.
+        status, error = "fallback", str(measured["unwatched_error"])
     fraction = speedup = None
     if time_s and time_s > 0:
         fraction = roofline_fraction(t_sol_s=t_sol_s, t_measured_s=time_s)
