@@ -3,27 +3,34 @@ database or the site worker become the limit.
 
 Driven by figures, none invented here:
 
-* GPU time per shape, from the H200 runs in ``results/2026-11-29-h200/``: the eager
-  reference's median time and repetitions at all 440 shapes of atrex-bench v1, and the two
-  full evaluator runs of the Triton baseline on v0.1 (112 shapes, 68.1 s and 53.6 s), which
-  calibrate the fixed cost of a shape (inputs, correctness trials, profiler pass, JIT).
+* GPU time per shape, from the H200 runs: the eager reference's median time and
+  repetitions at all 440 shapes of atrex-bench v1 (``results/2026-11-29-h200/``), and the
+  two full v1 evaluator runs of the Triton baseline of 2026-12-01
+  (``results/2026-12-01-h200-session4/``, 225 shapes, 162 s and 198 s in their shapes),
+  which calibrate the fixed cost of a shape (inputs, correctness trials, profiler pass, JIT,
+  the timer's repetitions beyond the modelled ten).
 * The broker's and the database's cost per operation, measured by this script with real
   calls on loopback: Celery messages published, fetched and acknowledged through kombu on
   Redis (database 8 by default, the test slot 7 one), and the writes one shard makes on a
   scratch PostgreSQL database that the script creates and drops. Redis commands per
   message are counted on a private redis-server the script starts and stops.
 
-A submission is split into one shard per operator (the evaluator already runs one child
-process per operator). Each GPU worker takes one shard at a time from its hardware's
-queue: the broker delivers it, the worker marks the run taken (1 write), the GPU runs the
-operator's shapes (one progress write per shape, not waited for), the worker stores the
-shard's results (one transaction) and acknowledges the message. When a submission's last
-shard is stored, a site worker merges and publishes it (one transaction). The database
-and the broker are modelled as servers with P parallel slots (P measured: concurrent
-throughput over one connection's) holding each operation for its measured latency.
+A submission is split into ``--shards`` shards (default 30: one per operator), operators
+grouped longest first onto the least loaded shard, as the site's planner does. Within a
+shard the evaluator runs one child per operator and starts the next one ahead, so a shard
+pays one cold child start (``--operator-start-s``) and then ``--ahead-start-s`` per further
+operator (both measured on the H200, ``results/2026-12-01-h200-session4/``). Each GPU worker
+takes one shard at a time from its hardware's queue: the broker delivers it, the worker
+marks the run taken (1 write), the GPU runs the operator's shapes (one progress write per
+shape, not waited for), the worker stores the shard's results (one transaction) and
+acknowledges the message. When a submission's last shard is stored, a site worker merges and
+publishes it (one transaction). The database and the broker are modelled as servers with P
+parallel slots (P measured: concurrent throughput over one connection's) holding each
+operation for its measured latency.
 
     python bench/fleet_model.py [--redis redis://127.0.0.1:6379/8] [--speedup 1.0]
-        [--operator-start-s 10.4] [--hours 6] [--workers 1,2,4,8,16,32,64]
+        [--shards 30] [--operator-start-s 10.2] [--ahead-start-s 0.3] [--hours 6]
+        [--workers 1,2,4,8,16,32,64]
 
 Prints the calibration, the measured overheads and, per N: submissions/hour at
 saturation, GPU utilisation, queue wait and latency at 70 % load, broker operations/s,
@@ -62,6 +69,7 @@ WARMUP = 2
 TRIALS = 3
 PER_CALL_OVERHEAD_S = 256e6 / 4.27e12 + 200e-6
 SHARD_TASK = "submissions.evaluate_shard"  # a name only: nothing consumes these messages
+CALIBRATION = REPO / "results" / "2026-12-01-h200-session4"
 
 
 # --------------------------------------------------------------------------- GPU costs
@@ -70,8 +78,7 @@ SHARD_TASK = "submissions.evaluate_shard"  # a name only: nothing consumes these
 @dataclass(frozen=True)
 class Calibration:
     fixed_per_shape_s: float
-    operator_start_s: float
-    runs: list[tuple[float, float]]  # (wall, GPU calls) of each calibration run
+    runs: list[tuple[float, float]]  # (time in shapes, GPU calls) of each calibration run
 
 
 def _calls_seconds(candidate_s: float, reference_s: float, reps: int) -> float:
@@ -83,31 +90,33 @@ def _calls_seconds(candidate_s: float, reference_s: float, reps: int) -> float:
     return candidate + reference
 
 
-def calibrate(operator_start_s: float) -> Calibration:
-    """The fixed cost of a shape, from the measured walls of the full evaluator runs."""
+def calibrate() -> Calibration:
+    """The fixed cost of a shape: the time the evaluator's children spent in their shapes
+    (results.json ``phases_s``) less the modelled calls, over the two full v1 runs of the
+    Triton bundle on the H200 of 2026-12-01 (225 shapes each)."""
     fixed, runs = [], []
-    for name in ("triton-baseline-v0.1-h200.json", "triton-baseline-v0.1-h200-run2.json"):
-        run = json.loads((RESULTS / name).read_text())
-        shapes = [s for op in run["operators"] for s in op["shapes"]]
+    for name in ("triton-v1-run3.json", "triton-v1-run4.json"):
+        run = json.loads((CALIBRATION / name).read_text())
+        operators = [op for op in run["operators"] if op.get("wall_s") is not None]
+        shapes = [s for op in operators for s in op["shapes"]]
         calls = sum(
             _calls_seconds(s["time_ms"] / 1e3, s["reference_time_ms"] / 1e3, s["reps"])
             for s in shapes
         )
-        overhead = run["wall_s"] - len(run["operators"]) * operator_start_s - calls
-        fixed.append(overhead / len(shapes))
-        runs.append((run["wall_s"], calls))
-    return Calibration(
-        fixed_per_shape_s=statistics.mean(fixed), operator_start_s=operator_start_s, runs=runs
-    )
+        in_shapes = sum(op["phases_s"]["shapes"] for op in operators)
+        fixed.append((in_shapes - calls) / len(shapes))
+        runs.append((in_shapes, calls))
+    return Calibration(fixed_per_shape_s=statistics.mean(fixed), runs=runs)
 
 
-def shard_costs(calibration: Calibration, *, speedup: float) -> dict[str, tuple[float, int]]:
-    """GPU seconds and shape count of each operator of atrex-bench v1 for one submission
-    whose kernels run ``speedup`` times faster than the eager reference."""
+def operator_costs(calibration: Calibration, *, speedup: float) -> dict[str, tuple[float, int]]:
+    """GPU seconds (its shapes, without the child's start) and shape count of each operator
+    of atrex-bench v1 for one submission whose kernels run ``speedup`` times faster than
+    the eager reference."""
     baseline = json.loads((RESULTS / "reference-baseline-v1-h200.json").read_text())
     costs = {}
     for op in baseline["operators"]:
-        seconds = calibration.operator_start_s
+        seconds = 0.0
         for shape in op["shapes"]:
             reference_s = shape["time_ms"] / 1e3
             seconds += calibration.fixed_per_shape_s + _calls_seconds(
@@ -115,6 +124,24 @@ def shard_costs(calibration: Calibration, *, speedup: float) -> dict[str, tuple[
             )
         costs[op["operator"]] = (seconds, len(op["shapes"]))
     return costs
+
+
+def group_shards(
+    costs: dict[str, tuple[float, int]], *, shards: int, first_start_s: float, ahead_start_s: float
+) -> list[tuple[float, int, list[str]]]:
+    """The operators grouped into at most ``shards`` shards, longest first onto the least
+    loaded; each shard's GPU seconds hold one cold child start and a started-ahead one for
+    each further operator. (seconds, shapes, operators) per shard."""
+    groups: list[tuple[float, int, list[str]]] = [(0.0, 0, []) for _ in range(max(1, shards))]
+    for name, (seconds, count) in sorted(costs.items(), key=lambda item: -item[1][0]):
+        index = min(range(len(groups)), key=lambda i: groups[i][0])
+        total, shapes, names = groups[index]
+        groups[index] = (total + seconds, shapes + count, [*names, name])
+    return [
+        (first_start_s + (len(names) - 1) * ahead_start_s + total, shapes, names)
+        for total, shapes, names in groups
+        if names
+    ]
 
 
 # --------------------------------------------------------------------------- broker
@@ -584,32 +611,52 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--speedup", type=float, default=1.0,
                         help="candidate kernels' speed over eager (default 1)")  # fmt: skip
-    parser.add_argument("--operator-start-s", type=float, default=10.4,
-                        help="an operator child's time outside its shapes on the GPU node "
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=30,
+        help="shards per submission (default 30: one per operator)",
+    )
+    parser.add_argument("--operator-start-s", type=float, default=10.2,
+                        help="a shard's first operator child's time outside its shapes "
                         "(sandbox, python, torch, CUDA context, profiler, the candidate's "
-                        "import, exit): 10.4 s, the median over the 14 operators of the H200 "
-                        "run in results/2026-12-01-h200/triton-v1-run1.json")  # fmt: skip
+                        "import, exit): 10.2 s, the first child of the H200 run "
+                        "results/2026-12-01-h200-session4/triton-v1-run4.json")  # fmt: skip
+    parser.add_argument("--ahead-start-s", type=float, default=0.3,
+                        help="a later operator's child, started ahead, outside its shapes: "
+                        "0.3 s, the median of the 13 others in that run")  # fmt: skip
     parser.add_argument("--workers", default="1,2,4,8,16,32,64")
     parser.add_argument("--hours", type=float, default=6.0, help="simulated time per case")
     parser.add_argument("--load", type=float, default=0.7, help="offered load of the wait runs")
     parser.add_argument("--site-workers", type=int, default=2)
     args = parser.parse_args(argv)
 
-    calibration = calibrate(args.operator_start_s)
-    costs = shard_costs(calibration, speedup=args.speedup)
-    shards = list(costs.values())
+    calibration = calibrate()
+    costs = operator_costs(calibration, speedup=args.speedup)
+    grouped = group_shards(
+        costs, shards=args.shards, first_start_s=args.operator_start_s,
+        ahead_start_s=args.ahead_start_s,
+    )  # fmt: skip
+    shards = [(seconds, count) for seconds, count, _ in grouped]
     gpu_seconds = sum(seconds for seconds, _ in shards)
-    longest = max(costs.items(), key=lambda item: item[1][0])
+    longest_shard = max(grouped, key=lambda shard: shard[0])
+    names = longest_shard[2]
+    label = names[0] if len(names) == 1 else f"{len(names)} operators, {names[0]} the longest"
+    longest = (label, (longest_shard[0], longest_shard[1]))
     print(
         f"fleet_model on {socket.gethostname()} ({os.cpu_count()} CPUs), "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
     print("GPU cost of one submission on atrex-bench v1 (30 operators, 440 shapes, H200)")
-    for wall, calls in calibration.runs:
-        print(f"  calibration run: wall {wall:.1f} s, of which GPU calls {calls:.1f} s")
+    for in_shapes, calls in calibration.runs:
+        print(f"  calibration run: {in_shapes:.1f} s in shapes, of which GPU calls {calls:.1f} s")
     print(
-        f"  fixed cost per shape {calibration.fixed_per_shape_s:.3f} s (with an operator start"
-        f" of {calibration.operator_start_s:.1f} s); candidate {args.speedup:g}x eager"
+        f"  fixed cost per shape {calibration.fixed_per_shape_s:.3f} s;"
+        f" candidate {args.speedup:g}x eager"
+    )
+    print(
+        f"  child start: {args.operator_start_s:.1f} s for a shard's first operator,"
+        f" {args.ahead_start_s:.1f} s for each started ahead"
     )
     print(
         f"  one submission: {gpu_seconds:.0f} GPU-s ({_minutes(gpu_seconds)} min) in "
