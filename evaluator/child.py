@@ -288,6 +288,7 @@ def evaluate_shape(
         record.update(timed)
         # The runner makes the shape a fallback with this error unless its own-kernel
         # share already does (a PyTorch bundle's watched calls are slow for other reasons).
+        record["watched_time_s"] = fallback.observed_call_s
         record["unwatched_error"] = unwatched_path_error(
             shape_id, device.type, timed_s=record.get("time_s"), watched_s=fallback.observed_call_s
         )
