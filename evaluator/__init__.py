@@ -5,4 +5,7 @@ This package's ``__init__`` imports nothing, so that the light modules (bundle,
 suite, hardware, roofline, scoring, errors) can be used by the web side without torch.
 """
 
-HARNESS_VERSION = "0.1.0"
+HARNESS_VERSION = "0.2.0"
+"""Results of different versions were measured differently. 0.2.0 (2026-12-01): each timed
+call's launch cover checked and grown, convergence on the median's standard error, timed
+calls far faster than watched ones made fallbacks, the next operator's child started ahead."""
