@@ -133,6 +133,15 @@ def worker_node_stop(*, name: str) -> bool:
     )
 
 
+def worker_nodes_online(*, hardware_profile: str, lost_after_s: float) -> int:
+    """How many worker processes serve ``hardware_profile`` now: online, with a heartbeat
+    younger than ``lost_after_s``."""
+    cutoff = timezone.now() - timedelta(seconds=lost_after_s)
+    return WorkerNode.objects.filter(
+        hardware_profile=hardware_profile, status=Status.ONLINE, last_heartbeat_at__gte=cutoff
+    ).count()
+
+
 def worker_nodes_mark_lost(*, lost_after_s: float, now: datetime | None = None) -> int:
     """Mark workers whose last heartbeat is older than ``lost_after_s`` as lost (killed,
     host down, network cut); return how many. A heartbeat brings one back."""

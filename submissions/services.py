@@ -253,7 +253,7 @@ def submission_enqueue(
             dispatched_at=timezone.now() if dispatch else None,
             dispatch_count=1 if dispatch else 0,
         )
-        count = shards.shards_wanted(submission)
+        count = shards.shards_wanted(submission, run=run)
         if count:
             shards.shards_create(run=run, submission=submission, count=count, dispatch=dispatch)
         elif dispatch:

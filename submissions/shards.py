@@ -127,10 +127,45 @@ def operator_costs(
     return {op: known.get(op, count * per_shape) for op, count in shapes.items()}
 
 
-def shards_wanted(submission: Submission) -> int:
-    """How many shards a run of ``submission`` gets (0: one task runs it all, as before)."""
-    wanted = int(settings.ATREX.get("SHARDS_PER_RUN") or 1)
-    if wanted <= 1 or submission.kind != Submission.Kind.BUNDLE:
+def free_workers(*, hardware_profile: str, queue: str, exclude_run: int | None = None) -> int:
+    """The hardware's workers that nothing holds or waits for: those online (``fleet``)
+    less the runs and shards running or queued on its queue (``exclude_run``: the run
+    being planned, which is queued already)."""
+    from fleet.services import worker_nodes_online
+
+    online = worker_nodes_online(
+        hardware_profile=hardware_profile, lost_after_s=settings.ATREX["FLEET_LOST_AFTER_S"]
+    )
+    pending = (RunStatus.QUEUED, RunStatus.RUNNING)
+    runs = (
+        EvaluationRun.objects.filter(queue=queue, status__in=pending, shard_count=0)
+        .exclude(pk=exclude_run)
+        .count()
+    )
+    parts = Shard.objects.filter(
+        run__queue=queue, status__in=(ShardStatus.QUEUED, ShardStatus.RUNNING)
+    ).count()
+    return max(0, online - runs - parts)
+
+
+def shards_wanted(submission: Submission, *, run: EvaluationRun | None = None) -> int:
+    """How many shards a run of ``submission`` gets (0: one task runs it all, as before).
+
+    ``SHARDS_PER_RUN`` "auto": one per free worker of its hardware (``free_workers``), so
+    an idle fleet spreads a submission for the shortest wait and a busy one runs whole
+    submissions, each paying one cold child start (bench/fleet_model.py)."""
+    setting = settings.ATREX.get("SHARDS_PER_RUN") or 1
+    if submission.kind != Submission.Kind.BUNDLE:
+        return 0
+    if setting == "auto":
+        wanted = free_workers(
+            hardware_profile=submission.hardware.slug,
+            queue=submission.hardware.queue,
+            exclude_run=run.pk if run is not None else None,
+        )
+    else:
+        wanted = int(setting)
+    if wanted <= 1:
         return 0
     known = {op["slug"] for op in submission.suite_version.definition["operators"]}
     implemented = known & set((submission.manifest or {}).get("operators") or {})

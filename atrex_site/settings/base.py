@@ -6,6 +6,7 @@
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -182,7 +183,21 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+
 # --- The portal ---------------------------------------------------------------------------
+def _shards_per_run(value: str) -> int | str:
+    """ATREX_SHARDS_PER_RUN: a whole number of at least 1, or "auto"."""
+    value = value.strip().lower()
+    if value == "auto":
+        return value
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    raise ImproperlyConfigured(
+        f"ATREX_SHARDS_PER_RUN={value!r}: use a whole number of at least 1 (shards per run) "
+        "or 'auto' (as many as the hardware's free workers)."
+    )
+
+
 ATREX = {
     # Which suite and hardware the board shows first.
     "DEFAULT_SUITE": env.str("ATREX_DEFAULT_SUITE", default="atrex-bench-v0.1"),
@@ -246,9 +261,10 @@ ATREX = {
     # with a platform error, which does not count against its owner's quota.
     "MAX_ATTEMPTS": env.int("ATREX_MAX_ATTEMPTS", default=3),
     # Shards per run (submissions.shards): a submission's operators are split into up to
-    # this many parts, balanced by shape count, each its own task on the hardware's queue
-    # (free workers take them in parallel) and merged into one run. 1: one task per run.
-    "SHARDS_PER_RUN": env.int("ATREX_SHARDS_PER_RUN", default=1),
+    # this many parts, balanced by measured cost, each its own task on the hardware's queue
+    # (free workers take them in parallel) and merged into one run. 1: one task per run;
+    # "auto": as many as the hardware's workers that are free when it is queued.
+    "SHARDS_PER_RUN": _shards_per_run(env.str("ATREX_SHARDS_PER_RUN", default="1")),
     "REAPER_INTERVAL_S": _REAPER_S,
     # How long a worker keeps retrying the database (restart, failover) before giving up.
     "DB_RETRY_S": env.float("ATREX_DB_RETRY_S", default=300.0),

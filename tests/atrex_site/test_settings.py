@@ -120,3 +120,13 @@ def test_the_embedded_broker_carries_a_task_with_no_server(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1"]
     assert list((tmp_path / "broker" / "queue").iterdir())
+
+
+def test_shards_per_run_is_a_number_or_auto_and_a_bad_value_says_which():
+    from atrex_site.settings.base import _shards_per_run
+
+    assert _shards_per_run("4") == 4
+    assert _shards_per_run(" Auto ") == "auto"
+    result = _check("atrex_site.settings.local", {"ATREX_SHARDS_PER_RUN": "many"})
+    assert result.returncode != 0
+    assert "ATREX_SHARDS_PER_RUN='many'" in result.stderr and "'auto'" in result.stderr

@@ -60,6 +60,54 @@ def test_plan_balances_shards_by_shape_count():
 
 
 @pytest.mark.django_db
+def test_auto_shards_follow_the_free_workers_of_the_hardware(
+    catalogue, user, example_zip, settings
+):
+    from fleet.models import WorkerNode
+
+    settings.ATREX = {**settings.ATREX, "SHARDS_PER_RUN": "auto"}
+    three = [f"{op}.py" for op in SUITE_OPERATORS]
+
+    def submit() -> EvaluationRun:
+        submission = services.submission_create(
+            owner=user, upload=example_zip("triton-baseline", only=three)
+        )
+        assert submission.status == Status.QUEUED, submission.error_message
+        return submission.runs.get()
+
+    first = submit()  # no worker registered: one task
+    assert first.shard_count == 0
+    now = timezone.now()
+    hardware = first.submission.hardware.slug
+
+    def worker(name: str, **fields) -> None:
+        values = {
+            "hostname": "node",
+            "hardware_profile": hardware,
+            "started_at": now,
+            "last_heartbeat_at": now,
+            "status": WorkerNode.Status.ONLINE,
+            **fields,
+        }
+        WorkerNode.objects.create(name=name, **values)
+
+    for index in range(5):
+        worker(f"gpu{index}@node")
+    worker("stale@node", last_heartbeat_at=now - timedelta(hours=1))  # none of these count
+    worker("stopped@node", status=WorkerNode.Status.STOPPED)
+    worker("other@node", hardware_profile="some-other-gpu")
+    # Five online, the first run still queued for one of them: four free, three operators.
+    second = submit()
+    assert second.shard_count == 3
+    assert sorted(op for part in second.shards.all() for op in part.operators) == sorted(
+        SUITE_OPERATORS
+    )
+    # Now the first run and the three shards wait for four of the five: one free, one task.
+    assert submit().shard_count == 0
+    assert shards.free_workers(hardware_profile=hardware, queue=first.queue) == 0
+
+
+@pytest.mark.django_db
 def test_shards_are_balanced_by_each_operators_measured_wall_time(
     catalogue, user, example_zip, settings
 ):
