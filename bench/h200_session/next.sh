@@ -17,6 +17,8 @@ for i in 5 6 7; do
   flag=--start-ahead; [ $((i % 2)) = 0 ] && flag=--no-start-ahead
   step triton-run$i 0 330 python3 -m evaluator run examples/bundles/triton-baseline --suite $SUITE --device cuda $flag --out $O/triton-v1-run$i.json --log-dir $P/logs/run$i
 done
+python3 bench/compare_runs.py $O/triton-v1-run5.json $O/triton-v1-run7.json > $O/compare-run5-run7.txt 2>&1
+python3 bench/compare_runs.py $O/triton-v1-run5.json $O/triton-v1-run6.json > $O/compare-run5-run6.txt 2>&1
 if [ "${GPUS:-1}" = 2 ]; then
   step scaleout-1 0 330 python3 bench/gpu_scaleout.py --workers 1 --gpus 0 --suite $SUITE --timeout-s 310 --json $O/scaleout-1.json
   step scaleout-2 0,1 260 python3 bench/gpu_scaleout.py --workers 2 --gpus 0,1 --suite $SUITE --timeout-s 240 --history $O/triton-v1-run5.json --json $O/scaleout-2.json
