@@ -40,9 +40,9 @@ from typing import Any
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 TRACEBACK_TAIL_CHARS = 4000
 MAC_CHARS = 64
+"""Hex digits of the HMAC-SHA256 that starts every frame on the result pipe."""
 WARM_UP_FAILED = 3
 """The child's exit status when the harness itself could not start (before the job)."""
-"""Hex digits of the HMAC-SHA256 that starts every frame on the result pipe."""
 
 # Bound at import, before any candidate code runs in this process.
 _os_write = os.write

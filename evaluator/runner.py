@@ -6,7 +6,8 @@ operator it starts ``python -m evaluator.child`` inside the OS sandbox
 with two pipes it created (the job in, per-shape records out; see ``evaluator.child``),
 sends the child's stdout and stderr to a log file, enforces a wall-time limit between
 records and a memory limit, and turns the records into the shape entries of
-results.json as they arrive (so progress is live).
+results.json as they arrive (so progress is live). On CUDA the next operator's child is
+started while one measures, so that its harness start-up is hidden (``ChildStarter``).
 """
 
 from __future__ import annotations
