@@ -21,6 +21,13 @@ call: ``--dynamic`` compiles with ``dynamic=True`` from the first shape on, and
 ``--operator-deadline-s`` caps each operator (its remaining shapes are listed ``not_run``)
 so that one slow compilation does not starve the rest; split ``--operators`` over GPUs.
 
+``--precompile-jobs K`` (compile mode) first runs K processes of this script with
+``--warm-only`` (each shape's first call, untimed) over the operators at once, sharing one
+inductor cache (``--cache-dir``, ``TORCHINDUCTOR_CACHE_DIR``): compilation is work for the
+host's cores, and the timed pass that follows then loads each compiled graph from the cache
+(each operator's ``inductor_cache`` hits and misses are in the JSON) instead of compiling
+it on the clock of one process.
+
 References slower than 0.1 s a call are timed with at least 3 repetitions instead of 10
 (the JSON records the repetitions of every shape). Shapes not reached before the deadline
 are listed as such, never invented.
@@ -31,12 +38,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
+from torch._dynamo.utils import counters
 
 from evaluator.environment import collect_environment
 from evaluator.hardware import get_profile
@@ -100,6 +110,66 @@ def time_reference(
     }
 
 
+def warm_reference(spec, shape, *, device: str, dynamic: bool | None) -> dict:
+    """The compiled reference's first call at one shape (its compilation), untimed."""
+    model = _model(spec, shape, device=device, mode="compile", dynamic=dynamic)
+    inputs = spec.make_inputs(device=device, seed=1234, **shape.input_kwargs)
+    with torch.inference_mode():
+        started = time.perf_counter()
+        model(**inputs)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+    return {"first_call_ms": (time.perf_counter() - started) * 1e3}
+
+
+def _inductor_cache() -> dict[str, int]:
+    inductor = counters["inductor"]
+    return {"hits": inductor["fxgraph_cache_hit"], "misses": inductor["fxgraph_cache_miss"]}
+
+
+def precompile(args: argparse.Namespace, operators: list[str], shapes: dict[str, int]) -> dict:
+    """Run ``args.precompile_jobs`` warm-only processes of this script over ``operators``
+    (the most shapes first, each to the job with the fewest), all sharing the inductor
+    cache; wait for them (up to the deadline); what each did."""
+    jobs: list[list[str]] = [[] for _ in range(max(1, args.precompile_jobs))]
+    for slug in sorted(operators, key=lambda op: -shapes.get(op, 0)):
+        min(jobs, key=lambda job: sum(shapes.get(op, 0) for op in job)).append(slug)
+    jobs = [job for job in jobs if job]
+    out = Path(args.out)
+    started = time.monotonic()
+    processes = []
+    for index, job in enumerate(jobs):
+        command = [
+            sys.executable, str(Path(__file__).resolve()), "--mode", "compile", "--warm-only",
+            "--suite", args.suite, "--hardware", args.hardware, "--device", args.device,
+            "--shape-set", args.shape_set, "--operators", ",".join(job),
+            "--deadline-s", str(args.precompile_deadline_s), "--cache-dir", args.cache_dir,
+            "--out", str(out.with_name(f"{out.stem}.warm-{index}.json")),
+        ] + (["--dynamic"] if args.dynamic else [])  # fmt: skip
+        log = open(out.with_name(f"{out.stem}.warm-{index}.log"), "w")  # noqa: SIM115
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+        processes.append((process, log))
+    codes = []
+    for process, log in processes:
+        try:
+            codes.append(
+                process.wait(
+                    timeout=max(1.0, args.precompile_deadline_s - (time.monotonic() - started))
+                )
+            )
+        except subprocess.TimeoutExpired:
+            process.kill()
+            codes.append(process.wait())
+        log.close()
+    return {
+        "jobs": [
+            {"operators": job, "exit_code": code} for job, code in zip(jobs, codes, strict=True)
+        ],
+        "wall_s": round(time.monotonic() - started, 1),
+        "cache_dir": args.cache_dir,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="atrex-bench-v1")
@@ -123,8 +193,41 @@ def main(argv: list[str] | None = None) -> int:
         "torch.compile's own choice, a static graph first, then dynamic on a recompile)",
     )
     parser.add_argument("--mode", choices=sorted(WHAT), default="eager")
+    parser.add_argument(
+        "--warm-only",
+        action="store_true",
+        help="compile mode: only each shape's first call (the compilation), untimed",
+    )
+    parser.add_argument(
+        "--precompile-jobs",
+        type=int,
+        default=0,
+        help="compile mode: first compile every operator in this many --warm-only processes "
+        "at once, sharing the inductor cache, then time with the cache warm",
+    )
+    parser.add_argument(
+        "--precompile-deadline-s",
+        type=float,
+        default=None,
+        help="how long the precompile processes may take (default: half of --deadline-s); "
+        "the timed pass keeps to --deadline-s from the start",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="the inductor cache (TORCHINDUCTOR_CACHE_DIR); default with --precompile-jobs: "
+        "<out>.inductor-cache beside --out",
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
+    deadline = time.monotonic() + args.deadline_s  # the whole run's, precompiling included
+    if args.precompile_deadline_s is None:
+        args.precompile_deadline_s = args.deadline_s / 2
+    if args.precompile_jobs and not args.cache_dir:
+        args.cache_dir = str(Path(args.out).resolve().with_suffix(".inductor-cache"))
+    if args.cache_dir:
+        # Read by inductor when it first needs its cache, after this.
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(args.cache_dir).resolve())
 
     suite = load_suite(args.suite)
     hardware = get_profile(args.hardware)
@@ -141,10 +244,14 @@ def main(argv: list[str] | None = None) -> int:
         "compile_dynamic": bool(args.dynamic) if args.mode == "compile" else None,
         "operators": [],
     }
-    deadline = time.monotonic() + args.deadline_s
+    if args.mode == "compile" and args.precompile_jobs and not args.warm_only:
+        counts = {op: len(suite.shapes_for(op, args.shape_set)) for op in operators}
+        report["precompile"] = precompile(args, operators, counts)
+        print(f"precompiled in {report['precompile']['wall_s']} s", flush=True)
     for slug in operators:
         spec = get_operator(slug)
         entry = {"operator": slug, "score_if_counted": 0.0, "shapes": []}
+        cache_before = _inductor_cache()
         report["operators"].append(entry)  # written after every shape: a killed run keeps them
         if args.mode == "compile":
             _COMPILED.clear()
@@ -175,6 +282,16 @@ def main(argv: list[str] | None = None) -> int:
                 hardware=hardware,
             )
             try:
+                if args.warm_only:
+                    row.update(
+                        warm_reference(
+                            spec, shape, device=args.device, dynamic=True if args.dynamic else None
+                        ),
+                        status="warmed",
+                    )
+                    shapes.append(row)
+                    out.write_text(json.dumps(report, indent=1))
+                    continue
                 row.update(
                     time_reference(
                         spec,
@@ -200,6 +317,15 @@ def main(argv: list[str] | None = None) -> int:
             )
             shapes.append(row)
             out.write_text(json.dumps(report, indent=1))
+        if args.mode == "compile":
+            after = _inductor_cache()
+            entry["inductor_cache"] = {k: after[k] - cache_before[k] for k in after}
+        if args.warm_only:
+            print(
+                f"{slug:32s} warmed {len(shapes)} shapes {entry.get('inductor_cache')}", flush=True
+            )
+            out.write_text(json.dumps(report, indent=1))
+            continue
         done = [s for s in shapes if s["status"] == "pass"]
         score = operator_score([s for s in shapes if s["status"] != "not_run"]) if done else 0.0
         entry["score_if_counted"] = score
@@ -211,6 +337,10 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         out.write_text(json.dumps(report, indent=1))
+    if args.warm_only:
+        report["finished_at"] = datetime.now(UTC).isoformat()
+        out.write_text(json.dumps(report, indent=1))
+        return 0
     importance = suite.importance()
     scores = {op["operator"]: op["score_if_counted"] for op in report["operators"]}
     report["aggregate_if_counted"] = aggregate_score(operator_scores=scores, importance=importance)

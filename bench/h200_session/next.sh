@@ -7,7 +7,8 @@
 #   2. repeatability: the Triton bundle over v1 three times back to back on GPU 0,
 #      start-ahead on, off, on (runs 5 and 7 the repeatability pair; 6 what start-ahead moves);
 #   3. the stack on 1 then 2 GPUs, nothing beside (x2 only): the scale-out speed-up;
-#   4. the torch.compile baseline over v1 with what is left of $LIMIT_TOTAL seconds.
+#   4. the torch.compile baseline over v1 with what is left of $LIMIT_TOTAL seconds, every
+#      operator compiled first by 12 processes at once into one inductor cache.
 # Launch: PIPELINE=next.sh GPUS=2 LIMIT_TOTAL=1500 bash bench/h200_session/start.sh 555,
 # then bash bench/h200_session/poll.sh 555 within 30 s of each return.
 source "$(dirname "$0")/common.sh"
@@ -25,7 +26,7 @@ if [ "${GPUS:-1}" = 2 ]; then
 fi
 LEFT=$(( LIMIT_TOTAL - ($(date +%s) - T0) - 20 ))
 if [ $LEFT -gt 60 ]; then
-  step compile-baseline 0 $(( LEFT + 15 )) python3 bench/reference_baseline.py --mode compile --dynamic --suite $SUITE --device cuda --hardware h200-sxm --operator-deadline-s 12 --deadline-s $LEFT --out $O/compile-baseline-v1.json
+  step compile-baseline 0 $(( LEFT + 15 )) python3 bench/reference_baseline.py --mode compile --dynamic --precompile-jobs 12 --suite $SUITE --device cuda --hardware h200-sxm --operator-deadline-s 20 --deadline-s $LEFT --out $O/compile-baseline-v1.json
 fi
 echo "$(date -u +%T) pipeline done after $(( $(date +%s) - T0 )) s" >> $P/status
 touch $P/done
