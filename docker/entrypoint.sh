@@ -10,8 +10,9 @@
 #   worker         ONE GPU worker process on queue eval.$ATREX_HARDWARE, pinned to the GPU
 #                  in $CUDA_VISIBLE_DEVICES, one task at a time
 #   gpu-node       one `worker` per GPU of this machine ($ATREX_GPUS, default: every GPU
-#                  nvidia-smi lists), each with its own CUDA_VISIBLE_DEVICES; exits (for a
-#                  restart) as soon as one of them exits
+#                  nvidia-smi lists), each with its own CUDA_VISIBLE_DEVICES (and, with
+#                  $ATREX_SANDBOX_UID_BASE, its own two sandbox uids: base+2i, base+2i+1);
+#                  exits (for a restart) as soon as one of them exits
 #   anything else is run as given (e.g. `python manage.py createsuperuser`)
 set -euo pipefail
 
@@ -49,11 +50,20 @@ gpu_node() {
     echo "entrypoint: no GPU found (set ATREX_GPUS, e.g. 0,1,2,3)" >&2
     exit 69
   fi
-  local pids=() gpu
+  local pids=() gpu index=0
   IFS=, read -ra list <<<"$gpus"
   for gpu in "${list[@]}"; do
-    CUDA_VISIBLE_DEVICES="$gpu" "$SELF" worker &
+    (
+      # Each GPU's evaluation children get sandbox users of their own (two: the child
+      # started ahead runs as the second), so one GPU's candidate cannot signal another's.
+      if [ -n "${ATREX_SANDBOX_UID_BASE:-}" ] && [ -z "${ATREX_SANDBOX_USER:-}" ]; then
+        export ATREX_SANDBOX_USER=$((ATREX_SANDBOX_UID_BASE + 2 * index))
+        export ATREX_SANDBOX_SECOND_USER=$((ATREX_SANDBOX_UID_BASE + 2 * index + 1))
+      fi
+      CUDA_VISIBLE_DEVICES="$gpu" exec "$SELF" worker
+    ) &
     pids+=("$!")
+    index=$((index + 1))
   done
   # A warm shutdown (TERM) reaches every worker: each finishes or hands back its task.
   trap 'kill -TERM "${pids[@]}" 2>/dev/null || true' TERM INT

@@ -34,7 +34,8 @@ COPY . .
 RUN mkdir -p /app/var
 # The worker runs as root on purpose: the evaluation sandbox (evaluator/sandbox.py, required
 # in production) needs root and CAP_SYS_ADMIN to give each operator's child its own network
-# and mount namespaces and to drop it to the user `nobody`. The compose file adds the
-# capability; submitted code itself never runs as root.
+# and mount namespaces and to drop it to an unprivileged user (per GPU in compose:
+# ATREX_SANDBOX_UID_BASE). The compose file adds the capability; submitted code itself
+# never runs as root.
 ENTRYPOINT ["/app/docker/entrypoint.sh"]
 CMD ["gpu-node"]

@@ -220,18 +220,30 @@ def test_gpu_node_starts_one_pinned_worker_per_gpu(
     env = production_env(
         tmp_path, ATREX_HARDWARE="cpu-dev", ATREX_GPUS="0,1", ATREX_WORKER_DEVICE="cpu",
         ATREX_FLEET_HEARTBEAT_S="1", ATREX_FLEET_MEASURE_CEILINGS="false",
+        ATREX_SANDBOX_UID_BASE="61000",
     )  # fmt: skip
+    env.pop("ATREX_SANDBOX_USER", None)
     log = tmp_path / "gpu-node.log"
     node = start(["gpu-node"], env, log)
     host = socket.gethostname()
     names = {f"gpu0.cpu-dev@{host}": "0", f"gpu1.cpu-dev@{host}": "1"}
+    users = {}
     try:
         wait_for(
             lambda: WorkerNode.objects.filter(name__in=names, status="online").count() == 2,
             timeout_s=120, what="two workers online", log=log, process=node,
         )  # fmt: skip
+        for worker in WorkerNode.objects.filter(name__in=names):
+            environ = Path(f"/proc/{worker.pid}/environ").read_bytes().split(b"\0")
+            variables = dict(item.decode().split("=", 1) for item in environ if b"=" in item)
+            users[worker.cuda_visible_devices] = (
+                variables.get("ATREX_SANDBOX_USER"),
+                variables.get("ATREX_SANDBOX_SECOND_USER"),
+            )
     finally:
         code = stop(node, timeout_s=60)
+    # Each GPU's children run as sandbox users of their own.
+    assert users == {"0": ("61000", "61001"), "1": ("61002", "61003")}
     workers = {w.name: w for w in WorkerNode.objects.filter(name__in=names)}
     assert {name: w.cuda_visible_devices for name, w in workers.items()} == names
     assert all(w.queues == ["eval.cpu-dev"] and w.concurrency == 1 for w in workers.values())
