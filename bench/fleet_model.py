@@ -61,6 +61,8 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results" / "2026-11-29-h200"
 sys.path.insert(0, str(REPO))  # a script, run from anywhere: the repository's packages
 
+from submissions.planning import shard_plan  # noqa: E402 - pure Python, no Django
+
 # From the evaluator (evaluator/timing.py, evaluator/operators/base.py): at least 10
 # timed calls after 2 warm-ups, for the candidate and for the reference; 3 correctness
 # trials. Each timed call also flushes L2 (256 MB written) and queues a ~200 us spin.
@@ -129,18 +131,23 @@ def operator_costs(calibration: Calibration, *, speedup: float) -> dict[str, tup
 def group_shards(
     costs: dict[str, tuple[float, int]], *, shards: int, first_start_s: float, ahead_start_s: float
 ) -> list[tuple[float, int, list[str]]]:
-    """The operators grouped into at most ``shards`` shards, longest first onto the least
-    loaded; each shard's GPU seconds hold one cold child start and a started-ahead one for
-    each further operator. (seconds, shapes, operators) per shard."""
-    groups: list[tuple[float, int, list[str]]] = [(0.0, 0, []) for _ in range(max(1, shards))]
-    for name, (seconds, count) in sorted(costs.items(), key=lambda item: -item[1][0]):
-        index = min(range(len(groups)), key=lambda i: groups[i][0])
-        total, shapes, names = groups[index]
-        groups[index] = (total + seconds, shapes + count, [*names, name])
+    """The operators grouped into at most ``shards`` shards by the site's planner
+    (``submissions.planning.shard_plan``), each shard's operators longest first; each
+    shard's GPU seconds hold one cold child start and a started-ahead one for each further
+    operator. (seconds, shapes, operators) per shard."""
+    longest_first = sorted(costs, key=lambda name: -costs[name][0])
+    plan = shard_plan(
+        operators=longest_first, costs={name: costs[name][0] for name in costs}, count=shards
+    )
     return [
-        (first_start_s + (len(names) - 1) * ahead_start_s + total, shapes, names)
-        for total, shapes, names in groups
-        if names
+        (
+            first_start_s
+            + (len(names) - 1) * ahead_start_s
+            + sum(costs[name][0] for name in names),
+            sum(costs[name][1] for name in names),
+            names,
+        )
+        for names in plan
     ]
 
 

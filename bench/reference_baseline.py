@@ -55,6 +55,7 @@ from evaluator.roofline import roofline_fraction, t_sol_seconds
 from evaluator.scoring import aggregate_score, operator_score
 from evaluator.suite import load_suite
 from evaluator.timing import make_timer
+from submissions.planning import shard_plan
 
 SLOW_CALL_S = 0.1
 
@@ -83,6 +84,16 @@ def _model(spec, shape, *, device: str, mode: str, dynamic: bool | None = None) 
     return _COMPILED[key]
 
 
+def _first_call_s(model: torch.nn.Module, inputs: dict, *, device: str) -> float:
+    """Seconds of the model's first call at these inputs (its compilation in compile mode),
+    the device synchronised."""
+    started = time.perf_counter()
+    model(**inputs)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return time.perf_counter() - started
+
+
 def time_reference(
     spec, shape, *, device: str, budget_s: float, mode: str = "eager", dynamic: bool | None = None
 ) -> dict:
@@ -90,11 +101,7 @@ def time_reference(
     model = _model(spec, shape, device=device, mode=mode, dynamic=dynamic)
     inputs = spec.make_inputs(device=device, seed=1234, **shape.input_kwargs)
     with torch.inference_mode():
-        started = time.perf_counter()
-        model(**inputs)
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        first_call_s = time.perf_counter() - started
+        first_call_s = _first_call_s(model, inputs, device=device)
         min_reps = 3 if first_call_s > SLOW_CALL_S else 10
         timer = make_timer(device, min_reps=min_reps)
         result = timer.measure(lambda: model(**inputs), budget_s=budget_s, warmup=1)
@@ -115,11 +122,7 @@ def warm_reference(spec, shape, *, device: str, dynamic: bool | None) -> dict:
     model = _model(spec, shape, device=device, mode="compile", dynamic=dynamic)
     inputs = spec.make_inputs(device=device, seed=1234, **shape.input_kwargs)
     with torch.inference_mode():
-        started = time.perf_counter()
-        model(**inputs)
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-    return {"first_call_ms": (time.perf_counter() - started) * 1e3}
+        return {"first_call_ms": _first_call_s(model, inputs, device=device) * 1e3}
 
 
 def _inductor_cache() -> dict[str, int]:
@@ -129,12 +132,9 @@ def _inductor_cache() -> dict[str, int]:
 
 def precompile(args: argparse.Namespace, operators: list[str], shapes: dict[str, int]) -> dict:
     """Run ``args.precompile_jobs`` warm-only processes of this script over ``operators``
-    (the most shapes first, each to the job with the fewest), all sharing the inductor
-    cache; wait for them (up to the deadline); what each did."""
-    jobs: list[list[str]] = [[] for _ in range(max(1, args.precompile_jobs))]
-    for slug in sorted(operators, key=lambda op: -shapes.get(op, 0)):
-        min(jobs, key=lambda job: sum(shapes.get(op, 0) for op in job)).append(slug)
-    jobs = [job for job in jobs if job]
+    (split by shape count as the site splits shards, ``submissions.planning``), all sharing
+    the inductor cache; wait for them (up to the deadline); what each did."""
+    jobs = shard_plan(operators=operators, costs=shapes, count=args.precompile_jobs)
     out = Path(args.out)
     started = time.monotonic()
     processes = []

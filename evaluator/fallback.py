@@ -323,8 +323,13 @@ class FallbackMonitor:
         self._dispatch = _ComputeDispatchMode(self.ledger, dirs, _package_dir("torch") or "\0")
         self._function = _CallTimingMode(self.ledger)
         self.total_s = 0.0
-        self.calls = 0
         self.call_s: list[float] = []
+        """Wall seconds of each watched call."""
+
+    @property
+    def calls(self) -> int:
+        """How many calls were monitored."""
+        return len(self.call_s)
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` under both modes, adding its time to the total."""
@@ -334,7 +339,6 @@ class FallbackMonitor:
         elapsed = (time.perf_counter_ns() - start) * 1e-9
         self.total_s += elapsed
         self.call_s.append(elapsed)
-        self.calls += 1
         return result
 
     def report(self, *, q_bytes: int | None, top: int = 5) -> FallbackReport:

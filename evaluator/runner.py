@@ -300,26 +300,6 @@ def run_started_child(
     return outcome
 
 
-def run_operator_child(
-    *,
-    job: dict[str, Any],
-    log_path: Path,
-    sandbox: Sandbox,
-    shape_timeout_s: float,
-    on_record: Callable[[dict[str, Any]], None],
-) -> ChildOutcome:
-    """Start one operator's child and run its job to completion (``start_child``, then
-    ``run_started_child``)."""
-    child = start_child(
-        operator=str(job.get("operator", "child")),
-        bundle_dir=Path(job["bundle_dir"]) if job.get("bundle_dir") else None,
-        device=str(job.get("device", "cpu")),
-        log_path=log_path,
-        sandbox=sandbox,
-    )
-    return run_started_child(child, job=job, shape_timeout_s=shape_timeout_s, on_record=on_record)
-
-
 class ChildStarter:
     """Starts each operator's child, the next one ahead of its turn where it may.
 

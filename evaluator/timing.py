@@ -254,7 +254,8 @@ class CudaTimer(Timer):
         self.all_streams_s: list[float] = []
         self.launch_cover_cycles = LAUNCH_COVER_CYCLES
         self.uncovered_at_max = 0
-        """Calls counted although the longest cover did not cover their launch path."""
+        """Calls (warm-up included) counted although the longest cover did not cover their
+        launch path."""
         self.launch_path_s = 0.0
         """The longest host launch path seen (seconds)."""
         self._reset_persisting_l2 = persisting_l2_reset()
@@ -319,8 +320,8 @@ class CudaTimer(Timer):
         if self.uncovered_at_max:
             result.warnings.append(
                 f"the host launch path of a call (up to {self.launch_path_s * 1e6:.0f} us) "
-                f"outlasted the longest launch cover in {self.uncovered_at_max} of "
-                f"{result.reps} timed calls: those times include host time"
+                f"outlasted the longest launch cover in {self.uncovered_at_max} calls "
+                f"(warm-up included; {result.reps} timed): those times include host time"
             )
         if all_streams:
             return self._all_streams_result(result)

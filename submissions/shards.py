@@ -36,6 +36,7 @@ from evaluator.errors import AtrexError, BundleError, PlatformError
 
 from . import evaluation, services
 from .models import EvaluationRun, OperatorResult, Shard, Submission
+from .planning import shard_plan
 
 logger = logging.getLogger(__name__)
 
@@ -52,23 +53,6 @@ class ShardFailed(PlatformError):
 
 
 # --- Planning -----------------------------------------------------------------------------
-
-
-def shard_plan(*, operators: list[str], costs: dict[str, float], count: int) -> list[list[str]]:
-    """Split ``operators`` into at most ``count`` non-empty shards of balanced cost.
-
-    Largest cost first, each to the cheapest shard so far (ties: the one with the fewest
-    operators, then the lowest index); each shard keeps the operators in their given
-    order. ``count`` 1 gives one shard of every operator."""
-    count = max(1, min(count, len(operators)))
-    loads = [0] * count
-    members: list[list[str]] = [[] for _ in range(count)]
-    for operator in sorted(operators, key=lambda op: -costs.get(op, 0)):
-        target = min(range(count), key=lambda i: (loads[i], len(members[i]), i))
-        loads[target] += costs.get(operator, 0)
-        members[target].append(operator)
-    order = {op: i for i, op in enumerate(operators)}
-    return [sorted(shard, key=order.__getitem__) for shard in members if shard]
 
 
 def _shape_counts(definition: dict, device: str) -> dict[str, int]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluator.runner import ChildStarter, run_bundle, run_operator_child
+from evaluator.runner import ChildStarter, run_bundle, run_started_child, start_child
 from evaluator.sandbox import (
     DEFAULT_SECOND_UID,
     Sandbox,
@@ -156,10 +156,16 @@ def test_the_running_candidate_cannot_kill_the_child_started_ahead(
 def test_a_child_whose_harness_cannot_start_says_so(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    outcome = run_operator_child(
-        job={"operator": "rms_norm", "bundle_dir": str(tmp_path), "device": "cuda"},
+    child = start_child(
+        operator="rms_norm",
+        bundle_dir=tmp_path,
+        device="cuda",
         log_path=tmp_path / "rms_norm.log",
         sandbox=Sandbox(policy=SandboxPolicy(), scratch=scratch, device="cpu"),
+    )
+    outcome = run_started_child(
+        child,
+        job={"operator": "rms_norm", "bundle_dir": str(tmp_path), "device": "cuda"},
         shape_timeout_s=60,
         on_record=lambda record: None,
     )
