@@ -72,6 +72,39 @@ def _baseline_as_results(report: dict) -> dict:
     }
 
 
+def _pad_unmeasured(results: dict, suite_version: SuiteVersion) -> None:
+    """Enter every scored shape of the suite that a baseline report does not hold (an
+    operator its run never reached) as ``missing``, so that its rates count the whole
+    suite, as an evaluator's results do."""
+    present = {
+        (operator["operator"], str(shape["shape_id"]))
+        for operator in results["operators"]
+        for shape in operator["shapes"]
+    }
+    by_operator = {operator["operator"]: operator for operator in results["operators"]}
+    for shape in suite_version.definition["shapes"]:
+        if shape.get("smoke") or (shape["operator"], str(shape["shape_id"])) in present:
+            continue
+        entry = by_operator.get(shape["operator"])
+        if entry is None:
+            entry = {
+                "operator": shape["operator"],
+                "status": "missing",
+                "shapes": [],
+                "warnings": [],
+            }
+            by_operator[shape["operator"]] = entry
+            results["operators"].append(entry)
+        entry["shapes"].append(
+            {
+                "shape_id": shape["shape_id"],
+                "weight": shape["weight"],
+                "status": "missing",
+                "error": "the baseline run did not reach this shape",
+            }
+        )
+
+
 def _check_shapes(results: dict, suite_version: SuiteVersion) -> None:
     known = {
         (shape["operator"], str(shape["shape_id"])) for shape in suite_version.definition["shapes"]
@@ -109,6 +142,8 @@ def submission_import_results(
             "Not an evaluator results file nor a baseline report of bench/reference_baseline.py."
         )
     _check_shapes(results, suite_version)
+    if baseline_kind is not None:
+        _pad_unmeasured(results, suite_version)
     with transaction.atomic():
         submission = Submission.objects.create(
             owner=owner,

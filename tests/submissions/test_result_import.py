@@ -49,6 +49,28 @@ def test_the_h200_eager_baseline_is_published_as_all_fallback_with_score_zero(v1
     assert history[1] == ("scoring", "imported results: H200, 2026-11-29")
 
 
+def test_a_baseline_that_did_not_reach_every_operator_counts_the_rest_as_missing(v1, user):
+    report = json.loads(EAGER_REPORT.read_text())
+    kept = report["operators"][:2]
+    kept[1]["shapes"][0]["status"] = "not_run"  # a deadline stopped it there
+    report["operators"] = kept
+    submission = submission_import_results(
+        owner=user,
+        report=report,
+        suite_version=v1,
+        hardware=HardwareProfile.objects.get(slug="h200-sxm"),
+        title="PyTorch eager, cut short",
+        provenance_note="H200, 2026-11-29, two operators",
+    )
+    assert submission.status == Submission.Status.PUBLISHED
+    run = submission.runs.get()
+    timed = sum(len(op["shapes"]) for op in kept) - 1
+    assert run.shape_results.count() == 440  # the whole suite, not the two operators
+    assert run.shape_results.filter(status="fallback").count() == timed
+    assert run.shape_results.filter(status="missing").count() == 440 - timed
+    assert submission.score.fallback_rate == pytest.approx(timed / 440)
+
+
 def test_results_of_another_suite_are_refused(catalogue, user):
     report = json.loads(EAGER_REPORT.read_text())  # v1 shapes, not in v0.1
     with pytest.raises(UserError, match="not in atrex-bench-v0.1"):

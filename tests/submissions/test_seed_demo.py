@@ -51,6 +51,18 @@ def test_seed_demo_publishes_the_examples_on_the_default_board(settings):
     scored = {op for op, score in measured.score.operator_scores.items() if score > 0}
     assert {"rms_norm", "silu_and_mul", "reshape_and_cache"} <= scored
     assert len(scored) == 14 and measured.score.fallback_rate == 0.0
+    # The H200 torch.compile baseline over v1 (partial): all fallback, and the Triton row
+    # gets its speedup over torch.compile from the shapes both timed.
+    compiled = examples.get(title="torch.compile (the reference, compiled), H200")
+    assert compiled.status == Submission.Status.PUBLISHED
+    assert compiled.manifest == {"baseline": "torch.compile"}
+    # 171 of the 440 shapes timed (fallback, as every torch.compile shape), the rest missing
+    # (the 13 operators its run never reached among them).
+    assert compiled.score.fallback_rate == pytest.approx(171 / 440)
+    assert compiled.score.real_pass_rate == 0.0
+    measured.score.refresh_from_db()
+    assert measured.score.geomean_speedup_compile is not None
+    assert measured.score.geomean_speedup_compile > 1.0
     before = examples.count()
     call_command("seed_demo")  # idempotent: nothing is entered twice
     assert Submission.objects.filter(owner__username="atrex-examples").count() == before

@@ -38,6 +38,18 @@ MEASURED = [
         "every protection active; 307 s). Its 16 missing operators score 0.",
     },
     {
+        "path": "results/2026-12-01-h200-session5/compile-baseline-v1.json",
+        "suite": "atrex-bench-v1",
+        "hardware": "h200-sxm",
+        "title": "torch.compile (the reference, compiled), H200",
+        "dsl": "pytorch",
+        "note": "Measured on an NVIDIA H200 (driver 580.159.04, torch 2.11, triton 3.6) on "
+        "2026-12-01 by bench/reference_baseline.py --mode compile --dynamic "
+        "--precompile-jobs 12; every shape is PyTorch (inductor), hence fallback. Partial: "
+        "17 of 30 operators, 171 of 440 shapes timed before its 15-minute limit; the rest "
+        "are missing, and speedups over torch.compile use the shapes it timed.",
+    },
+    {
         "path": "results/2026-11-29-h200/triton-baseline-v0.1-h200.json",
         "suite": "atrex-bench-v0.1",
         "hardware": "h200-sxm",
