@@ -5,7 +5,10 @@ This package's ``__init__`` imports nothing, so that the light modules (bundle,
 suite, hardware, roofline, scoring, errors) can be used by the web side without torch.
 """
 
-HARNESS_VERSION = "0.2.0"
+HARNESS_VERSION = "0.2.1"
 """Results of different versions were measured differently. 0.2.0 (2026-12-01): each timed
 call's launch cover checked and grown, convergence on the median's standard error, timed
-calls far faster than watched ones made fallbacks, the next operator's child started ahead."""
+calls far faster than watched ones made fallbacks, the next operator's child started ahead.
+0.2.1 (2026-12-01): work outside the current stream is judged on the all-streams time less
+the synchronise round trip (0.2.0 compared it raw, and on a busy host timed some honest
+shapes ~100 us slow)."""
