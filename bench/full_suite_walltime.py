@@ -8,7 +8,11 @@ under the fallback profiler, timing of candidate and reference). Then it runs
 ``python -m evaluator run`` on it and prints where the time went:
 
     python3 bench/full_suite_walltime.py --suite atrex-bench-v1 --device cuda \\
-        [--no-start-ahead] [--out results.json]
+        [--kernels examples/bundles/triton-baseline] [--no-start-ahead] [--out results.json]
+
+With ``--kernels DIR`` every operator that bundle implements (``DIR/<operator>.py``) is
+taken from it instead: the Triton baseline's 14 kernels and 16 references make a
+30-operator submission that is fast where this repository has kernels.
 
 Figures are the host's wall clock of that run; the table's sums come from the
 ``wall_s``, ``phases_s`` and ``ahead_s`` fields of its results.json.
@@ -40,14 +44,18 @@ class Model(Reference):
 '''
 
 
-def write_bundle(folder: Path, operators: list[str]) -> Path:
+def write_bundle(folder: Path, operators: list[str], kernels: Path | None = None) -> Path:
+    """A bundle of ``operators``: each the file of the same name in ``kernels`` where there
+    is one, else a subclass of the evaluator's reference."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "atrex.toml").write_text(
         'title = "Every operator as its PyTorch reference (harness wall-time probe)"\n'
-        'dsl = "pytorch"\n'
+        f'dsl = "{"triton" if kernels else "pytorch"}"\n'
     )
     for slug in operators:
-        (folder / f"{slug}.py").write_text(MODULE.format(slug=slug))
+        own = kernels / f"{slug}.py" if kernels else None
+        source = own.read_text() if own and own.is_file() else MODULE.format(slug=slug)
+        (folder / f"{slug}.py").write_text(source)
     return folder
 
 
@@ -86,6 +94,9 @@ def main() -> int:
     parser.add_argument("--suite", default="atrex-bench-v1")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--operators", default=None, help="comma-separated (default: all)")
+    parser.add_argument(
+        "--kernels", type=Path, default=None, help="a bundle whose operator files are used"
+    )
     parser.add_argument("--start-ahead", default=None, action=argparse.BooleanOptionalAction)
     parser.add_argument("--out", type=Path, default=None, help="keep the results.json here")
     parser.add_argument("--log-dir", type=Path, default=None)
@@ -93,7 +104,7 @@ def main() -> int:
     suite = load_suite(args.suite)
     operators = args.operators.split(",") if args.operators else suite.operator_slugs()
     with tempfile.TemporaryDirectory(prefix="atrex-walltime-") as tmp:
-        bundle = write_bundle(Path(tmp) / "bundle", operators)
+        bundle = write_bundle(Path(tmp) / "bundle", operators, args.kernels)
         out = args.out or Path(tmp) / "results.json"
         command = [
             sys.executable, "-m", "evaluator", "run", str(bundle), "--suite", args.suite,

@@ -7,10 +7,12 @@
 #   2. repeatability: the Triton bundle over v1 twice back to back on GPU 0, start-ahead on
 #      (runs 5 and 7); run 6, start-ahead off, last and only with OFF_RUN=1;
 #   3. the stack on 1 then 2 GPUs, nothing beside (x2 only): the scale-out speed-up;
+#   3b. (FULL30=1, the default) the wall time of a 30-operator submission: the Triton
+#      bundle's 14 kernels and the references for the other 16 (bench/full_suite_walltime.py);
 #   4. the torch.compile baseline over v1 with what is left of $LIMIT_TOTAL seconds, every
 #      operator compiled first by 12 processes at once into one inductor cache; with
 #      COMPILE_OPERATORS=a,b only those (session 5 timed 17 operators; the other 13 are
-#      COMPILE_REST below), to be merged with the earlier file.
+#      COMPILE_REST below), to be joined with the earlier file by bench/merge_baselines.py.
 # Launch: PIPELINE=next.sh GPUS=2 LIMIT_TOTAL=1500 bash bench/h200_session/start.sh 555,
 # then bash bench/h200_session/poll.sh 555 within 30 s of each return.
 source "$(dirname "$0")/common.sh"
@@ -28,6 +30,9 @@ python3 bench/compare_runs.py $O/triton-v1-run5.json $O/triton-v1-run7.json > $O
 if [ "${GPUS:-1}" = 2 ]; then
   step scaleout-1 0 330 python3 bench/gpu_scaleout.py --workers 1 --gpus 0 --suite $SUITE --timeout-s 310 --json $O/scaleout-1.json
   step scaleout-2 0,1 260 python3 bench/gpu_scaleout.py --workers 2 --gpus 0,1 --suite $SUITE --timeout-s 240 --history $O/triton-v1-run5.json --json $O/scaleout-2.json
+fi
+if [ "${FULL30:-1}" = 1 ]; then  # a 30-operator submission: 14 Triton kernels, 16 references
+  step full30 0 540 python3 bench/full_suite_walltime.py --suite $SUITE --device cuda --kernels examples/bundles/triton-baseline --out $O/full30-mixed.json --log-dir $P/logs/full30
 fi
 LEFT=$(( LIMIT_TOTAL - ($(date +%s) - T0) - 20 ))
 if [ $LEFT -gt 60 ]; then
