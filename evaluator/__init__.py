@@ -12,4 +12,5 @@ calls far faster than watched ones made fallbacks, the next operator's child sta
 0.2.1 (2026-12-01): work outside the current stream is judged on the all-streams time less
 the synchronise round trip (0.2.0 compared it raw, and on a busy host timed some honest
 shapes ~100 us slow); on the CPU the own share by time is the median watched call's, not
-the share of all calls' total (one call that lost the CPU no longer counts as own work)."""
+the share of all calls' total (one call that lost the CPU no longer counts as own work),
+and bounded by the share of time inside the bundle's own Triton kernel launches."""

@@ -11,10 +11,15 @@ On CPU the candidate's forward runs under two PyTorch modes:
 * a ``TorchFunctionMode`` times each torch call made by the candidate, so the Python
   binding overhead around a compute op is counted with it.
 
-Two shares are measured: by time (1 - time in compute calls / call time) and by bytes
-(1 - bytes touched by compute ops / the shape's Q). The Triton interpreter runs a
-kernel about a thousand times slower than a GPU would, so on CPU a trivial Triton launch
-can outweigh real PyTorch work by time alone; the reported share is the smaller one.
+Two shares are measured: by time (1 - time in compute calls / call time, the median
+call's) and by bytes (1 - bytes touched by compute ops / the shape's Q). The Triton
+interpreter runs a kernel about a thousand times slower than a GPU would, so on CPU a
+trivial Triton launch can outweigh real PyTorch work by time alone; the reported share is
+the smaller one. With the bundle's folder (``own_code_dir``) a third share bounds them:
+the time inside launches of the bundle's own Triton kernels (the interpreter's
+``InterpretedFunction.run``, as bound before the candidate was imported) over the call
+time, the median call's. Work done outside PyTorch and outside those kernels (NumPy,
+plain Python, another library) is then not the submission's own either.
 
 On CUDA (``CudaFallbackMonitor``) each call runs under ``torch.profiler`` with the device
 synchronised inside the profiled region, so every kernel, memcpy and memset it caused is
@@ -42,6 +47,7 @@ is not device time; only the copies it needs show up, as other.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import re
@@ -165,13 +171,17 @@ class FallbackReport:
     own_kernel_share: float | None
     share_by_time: float | None = None
     share_by_bytes: float | None = None
+    share_in_own_kernels: float | None = None
+    """CPU with the bundle's folder: the median call's share of time inside the bundle's
+    own Triton kernel launches."""
     total_s: float = 0.0
     compute_s: float = 0.0
     compute_bytes: int = 0
     top_ops: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     own_s: float | None = None
-    """CUDA: device time of the submission's own kernels (``compute_s`` is the rest)."""
+    """CUDA: device time of the submission's own kernels (``compute_s`` is the rest); CPU
+    with the bundle's folder: time inside its own Triton kernel launches."""
     neutral_s: float | None = None
     """CUDA: device time of memsets and fills, counted on neither side."""
     other_stream_activities: int = 0
@@ -189,6 +199,7 @@ class FallbackReport:
             "own_kernel_share": self.own_kernel_share,
             "share_by_time": self.share_by_time,
             "share_by_bytes": self.share_by_bytes,
+            "share_in_own_kernels": self.share_in_own_kernels,
             "total_s": self.total_s,
             "compute_s": self.compute_s,
             "compute_bytes": self.compute_bytes,
@@ -315,19 +326,102 @@ class _CallTimingMode(TorchFunctionMode):
 _THIS_FILE = os.path.realpath(__file__)
 
 
+OUTSIDE_OWN_KERNELS = "outside its Triton kernels (plain Python, NumPy or another library)"
+"""How the CPU monitor's top ops name the time spent neither in PyTorch compute nor in the
+bundle's own Triton kernels, when that is what made the share low."""
+
+_INTERPRETER_RUN: dict[str, Any] = {}
+"""Triton's interpreter class and its ``run`` as they were before any candidate code ran
+(``bind_interpreter``)."""
+
+
+def bind_interpreter() -> bool:
+    """Keep Triton's interpreter launch (``InterpretedFunction.run``) as it is now, before
+    the candidate is imported, so that a candidate that replaces it cannot hide its work
+    inside a "launch"; True when there is an interpreter."""
+    if _INTERPRETER_RUN:
+        return True
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except Exception:  # noqa: BLE001 - no Triton here (or a broken one): nothing to bind
+        return False
+    _INTERPRETER_RUN.update(cls=InterpretedFunction, run=InterpretedFunction.run)
+    return True
+
+
+class _OwnKernelClock:
+    """CPU: the time inside launches of the bundle's own Triton kernels.
+
+    While active, the interpreter's launch is replaced by a wrapper around the launch
+    bound by ``bind_interpreter``; a launch counts when its JIT function's source file lies
+    in the bundle's folder (autotuning and heuristics end in the same launch)."""
+
+    def __init__(self, own_code_dir: str | os.PathLike[str]) -> None:
+        self.own_dir = os.path.join(os.path.realpath(own_code_dir), "")
+        self.seconds = 0.0
+        self._depth = 0
+        self._verdicts: dict[CodeType, bool] = {}
+        self._saved: Any = None
+
+    def _own(self, kernel: Any) -> bool:
+        code = getattr(getattr(kernel, "fn", None), "__code__", None)
+        if not isinstance(code, CodeType):
+            return False
+        verdict = self._verdicts.get(code)
+        if verdict is None:
+            verdict = os.path.realpath(code.co_filename).startswith(self.own_dir)
+            self._verdicts[code] = verdict
+        return verdict
+
+    def __enter__(self) -> _OwnKernelClock:
+        cls, true_run = _INTERPRETER_RUN["cls"], _INTERPRETER_RUN["run"]
+        clock = self
+
+        def run(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+            if clock._depth or not clock._own(kernel):
+                return true_run(kernel, *args, **kwargs)
+            clock._depth += 1
+            start = time.perf_counter_ns()
+            try:
+                return true_run(kernel, *args, **kwargs)
+            finally:
+                clock._depth -= 1
+                clock.seconds += (time.perf_counter_ns() - start) * 1e-9
+
+        self._saved = cls.__dict__.get("run")
+        cls.run = run
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _INTERPRETER_RUN["cls"].run = self._saved
+
+
 class FallbackMonitor:
     """Measures the PyTorch-compute part of calls made while it is active (CPU)."""
 
-    def __init__(self, *, ignored_packages: tuple[str, ...] = ("triton",)) -> None:
+    def __init__(
+        self,
+        *,
+        ignored_packages: tuple[str, ...] = ("triton",),
+        own_code_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
         dirs = tuple(d for d in (_package_dir(p) for p in ignored_packages) if d)
         self.ledger = _Ledger()
         self._dispatch = _ComputeDispatchMode(self.ledger, dirs, _package_dir("torch") or "\0")
         self._function = _CallTimingMode(self.ledger)
+        self._kernels = (
+            _OwnKernelClock(own_code_dir)
+            if own_code_dir is not None and bind_interpreter()
+            else None
+        )
         self.total_s = 0.0
         self.call_s: list[float] = []
         """Wall seconds of each watched call."""
         self.call_compute_s: list[float] = []
         """Seconds of each watched call spent in PyTorch compute."""
+        self.call_own_s: list[float] = []
+        """Seconds of each watched call inside the bundle's own Triton kernels (with
+        ``own_code_dir`` and an interpreter; else empty)."""
 
     @property
     def calls(self) -> int:
@@ -337,13 +431,17 @@ class FallbackMonitor:
     def call(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` under both modes, adding its time to the total."""
         compute_before = self.ledger.compute_s
+        kernels = self._kernels
+        own_before = kernels.seconds if kernels is not None else 0.0
         start = time.perf_counter_ns()
-        with self._function, self._dispatch:
+        with self._function, self._dispatch, kernels or contextlib.nullcontext():
             result = fn()
         elapsed = (time.perf_counter_ns() - start) * 1e-9
         self.total_s += elapsed
         self.call_s.append(elapsed)
         self.call_compute_s.append(self.ledger.compute_s - compute_before)
+        if kernels is not None:
+            self.call_own_s.append(kernels.seconds - own_before)
         return result
 
     def report(self, *, q_bytes: int | None, top: int = 5) -> FallbackReport:
@@ -369,14 +467,36 @@ class FallbackMonitor:
             {"op": name, "calls": stats.calls, "time_ms": stats.time_s * 1e3, "bytes": stats.nbytes}
             for name, stats in ranked[:top]
         ]
+        by_kernels = None
+        if self._kernels is not None:
+            kernel_shares = [
+                own / elapsed
+                for elapsed, own in zip(self.call_s, self.call_own_s, strict=True)
+                if elapsed > 0
+            ]
+            by_kernels = min(1.0, statistics.median(kernel_shares)) if kernel_shares else 0.0
+            if by_kernels < share:
+                # Neither PyTorch nor its own kernels did the work: say where it went.
+                outside_s = self.total_s - ledger.compute_s - self._kernels.seconds
+                top_ops.insert(
+                    0,
+                    {
+                        "op": OUTSIDE_OWN_KERNELS,
+                        "calls": calls,
+                        "time_ms": max(0.0, outside_s) * 1e3,
+                    },
+                )
+                share = by_kernels
         steady = self.call_s[1:] or self.call_s
         return FallbackReport(
             own_kernel_share=share,
             share_by_time=by_time,
             share_by_bytes=by_bytes,
+            share_in_own_kernels=by_kernels,
             total_s=self.total_s,
             compute_s=ledger.compute_s,
             compute_bytes=ledger.compute_bytes,
+            own_s=self._kernels.seconds if self._kernels is not None else None,
             top_ops=top_ops,
             observed_call_s=min(steady) if steady else None,
         )
@@ -925,9 +1045,11 @@ def prepare_monitoring(device: torch.device) -> None:
 
     The first profiled region initialises CUPTI (about a second) and may cache values
     in ``torch.cuda``; done before the integrity guard's snapshot, neither is charged to
-    the first shape nor reported as the candidate's change. Nothing to do on CPU.
+    the first shape nor reported as the candidate's change. On CPU: bind Triton's
+    interpreter launch (``bind_interpreter``).
     """
     if device.type != "cuda":
+        bind_interpreter()  # the launch the CPU monitor times, as it is before the candidate
         return
     torch.cuda.synchronize(device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
@@ -949,7 +1071,7 @@ def monitor_for(
     extracted bundle (on CUDA, kernels built from code there are the submission's)."""
     if device.type == "cuda":
         return CudaFallbackMonitor(own_code_dir=own_code_dir, device=device)
-    return FallbackMonitor()
+    return FallbackMonitor(own_code_dir=own_code_dir)
 
 
 def report_for(monitor: Monitor | None, *, q_bytes: int | None) -> FallbackReport:

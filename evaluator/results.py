@@ -97,7 +97,7 @@ def shape_entry(
         status = "fallback"
         error = (
             f"shape {shape.shape_id}: only {own_share:.0%} of the call is the submission's "
-            f"own kernels (threshold {threshold_own_share:.0%}); PyTorch compute: "
+            f"own kernels (threshold {threshold_own_share:.0%}); the rest: "
             f"{_describe_ops(measured.get('top_ops') or [])}"
         )
     elif status == "pass" and measured.get("unwatched_error"):

@@ -7,7 +7,8 @@ reference or the harness; torch.compile, dynamo, inductor; dynamic lookups (impo
 ``__import__``, ``getattr(torch, <computed name>)``); ``torch.ops.aten``; another
 module's ``Model`` subclassed or instantiated; assignments to attributes of torch, time
 or triton (monkeypatching timers, events, synchronisation); threads, processes, shells
-and ctypes; writes to files and descriptors; side CUDA streams; profiler introspection.
+and ctypes; writes to files and descriptors; side CUDA streams; profiler introspection;
+other array libraries (NumPy, CuPy, JAX, ...).
 
 Honest kernels trigger none of these (the example Triton bundle is tested clean), but a
 warning is a hint, not proof: code can hide from any syntactic scan.
@@ -34,6 +35,9 @@ FD_WRITES = frozenset(
     {"os.write", "os.writev", "os.pwrite", "os.dup2", "os.fdopen", "os.open", "os.truncate"}
 )
 PROFILER_NAMES = ("torch.profiler", "torch.autograd.profiler", "torch._C._autograd")
+ARRAY_LIBRARIES = ("numpy", "cupy", "jax", "scipy", "numba", "tensorflow")
+"""Other array libraries: compute there is not the bundle's kernel (on the CPU the fallback
+monitor counts it as not the bundle's own; on the GPU it is not even device time)."""
 WRITE_MODE_CHARS = frozenset("wax+")
 
 
@@ -88,6 +92,8 @@ class _Scanner(ast.NodeVisitor):
             self.add(node, "threads/processes", f"imports {module}")
         if any(_under(module, m) for m in PROFILER_NAMES):
             self.add(node, "profiler introspection", f"imports {module}")
+        if any(_under(module, m) for m in ARRAY_LIBRARIES):
+            self.add(node, "other array library", f"imports {module}: its compute is not a kernel")
 
     # ---------------------------------------------------------------- imports
 

@@ -97,15 +97,32 @@ def load(path: Path, name: str):
     return module
 
 
-def own_share(model, operator: str, **input_kwargs):
+def own_share(model, operator: str, own_code_dir: Path | None = None, **input_kwargs):
     spec = get_operator(operator)
     kwargs = input_kwargs or SHAPES[operator]
     inputs = spec.make_inputs(device=CPU, seed=3, **kwargs)
     work = spec.work({}, kwargs)
     with torch.inference_mode():
         return measure_fallback(
-            lambda: model(**inputs), device=CPU, q_bytes=work.q_read + work.q_write
+            lambda: model(**inputs),
+            device=CPU,
+            q_bytes=work.q_read + work.q_write,
+            own_code_dir=own_code_dir,
         )
+
+
+@pytest.mark.parametrize("operator", sorted(SHAPES))
+def test_on_cpu_own_time_is_time_in_the_bundles_own_triton_kernels(operator):
+    # With the bundle's folder, the share is also bounded by the time inside launches of
+    # its own Triton kernels: the Triton example spends nearly all its call there...
+    triton = load(TRITON_BASELINE / f"{operator}.py", f"own_triton_{operator}").Model()
+    report = own_share(triton, operator, own_code_dir=TRITON_BASELINE)
+    assert report.share_in_own_kernels is not None and report.share_in_own_kernels > 0.8
+    assert report.own_kernel_share >= THRESHOLD and report.own_s > 0
+    # ... and the same kernels counted from another folder are not the bundle's own.
+    elsewhere = own_share(triton, operator, own_code_dir=PYTORCH_EAGER)
+    assert elsewhere.share_in_own_kernels == 0.0 and elsewhere.own_kernel_share == 0.0
+    assert elsewhere.top_ops[0]["op"].startswith("outside its Triton kernels")
 
 
 @pytest.mark.parametrize("operator", sorted(SHAPES))

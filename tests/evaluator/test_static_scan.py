@@ -99,6 +99,8 @@ CASES = {
         import torch
         s = torch.cuda.Stream()
     """,
+    "other array library": "import numpy as np\n",
+    "other array library ": "from cupy import asarray\n",
     "profiler introspection": """
         import torch
         on = torch.autograd.profiler._is_profiler_enabled
