@@ -44,6 +44,7 @@ WATCHED_STDLIB = (
     "functools",
     "threading",
     "secrets",
+    "random",
 )
 """Standard modules whose functions the harness calls while it measures or reports."""
 WATCHED_TORCH = (
