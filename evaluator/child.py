@@ -399,11 +399,15 @@ def _time_shape(
     shape_id = str(shape["shape_id"])
     check_call = bound_checker(guard, f"after a timed call of shape {shape_id}", critical_only=True)
 
-    def fresh_inputs() -> dict[str, Any]:
+    def draw_seed() -> int:
         # Straight from the OS (bound before the candidate existed): Python's ``secrets``
         # and ``random`` read their bytes through module globals a candidate could replace
         # with a constant, making every "fresh" input the same and a cache by content hit.
-        seed = int.from_bytes(_urandom(4), "little") & 0x7FFFFFFF
+        return int.from_bytes(_urandom(4), "little") & 0x7FFFFFFF
+
+    def inputs_of(seed: int) -> dict[str, Any]:
+        # Checks draw a call's inputs again from its seed, after the call: a copy kept from
+        # before it is a tensor the candidate could find and rewrite while it ran.
         return spec.make_inputs(device=device, seed=seed, **shape["input_kwargs"])
 
     def failed(error: str, max_abs_error: float | None = None) -> dict[str, Any]:
@@ -414,17 +418,17 @@ def _time_shape(
         }
 
     with torch.inference_mode():
-        slots = [fresh_inputs(), fresh_inputs()]
-        pristine: list[dict[str, Any]] = [clone_inputs(slot) for slot in slots]
+        seeds = [draw_seed(), draw_seed()]
+        slots = [inputs_of(seed) for seed in seeds]
         outputs: list[Any] = [None, None]
         returned: list[Any] = [None, None]
         first_calls: list[Any] = []  # the first call's Comparison
         calls = [0]
 
         def before_call() -> None:
-            fresh = fresh_inputs()
-            _refill(slots[calls[0] % 2], fresh)
-            pristine[calls[0] % 2] = fresh
+            seed = draw_seed()
+            _refill(slots[calls[0] % 2], inputs_of(seed))
+            seeds[calls[0] % 2] = seed
 
         def run_candidate() -> None:
             index = calls[0] % 2
@@ -438,7 +442,7 @@ def _time_shape(
             check_call()
             returned[index] = snapshot_outputs(outputs[index])
             if not first_calls:
-                expected = reference(**clone_inputs(pristine[index]))
+                expected = reference(**inputs_of(seeds[index]))
                 first_calls.append(
                     compare_outputs(
                         expected, returned[index], policy=spec.policy, shape_id=shape_id
@@ -477,7 +481,8 @@ def _time_shape(
         for index in (0, 1):
             if outputs[index] is None:
                 continue
-            expected = reference(**clone_inputs(pristine[index]))
+            pristine = inputs_of(seeds[index])
+            expected = reference(**clone_inputs(pristine))
             check = compare_outputs(
                 expected, returned[index], policy=spec.policy, shape_id=shape_id
             )
@@ -486,7 +491,7 @@ def _time_shape(
                     f"a timed call returned a wrong result ({check.error})", check.max_abs_error
                 )
             problem = hygiene_error(
-                outputs[index], slots[index], pristine[index], shape_id=shape_id
+                outputs[index], slots[index], pristine, shape_id=shape_id
             ) or changed_after_return_error(returned[index], outputs[index], shape_id=shape_id)
             if problem:
                 return failed(f"in a timed call: {problem}")

@@ -578,6 +578,10 @@ def check_shape(
             if after_call is not None:
                 after_call()
             returned = snapshot_outputs(candidate_output)
+            # The inputs drawn again from the seed, after the call: the candidate could reach
+            # every tensor alive while it ran (the garbage collector lists them) and so could
+            # have rewritten a copy kept from before, reference and hygiene checks with it.
+            inputs = spec.make_inputs(device=device, seed=seed, **dict(input_kwargs))
             # The reference runs only now: the answer did not exist while the candidate ran.
             reference_output = reference(**clone_inputs(inputs))
             poison_bytes = output_nbytes(reference_output)

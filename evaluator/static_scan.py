@@ -8,7 +8,7 @@ reference or the harness; torch.compile, dynamo, inductor; dynamic lookups (impo
 module's ``Model`` subclassed or instantiated; assignments to attributes of torch, time
 or triton (monkeypatching timers, events, synchronisation); threads, processes, shells
 and ctypes; writes to files and descriptors; side CUDA streams; profiler introspection;
-other array libraries (NumPy, CuPy, JAX, ...).
+other array libraries (NumPy, CuPy, JAX, ...); the garbage collector's object lists.
 
 Honest kernels trigger none of these (the example Triton bundle is tested clean), but a
 warning is a hint, not proof: code can hide from any syntactic scan.
@@ -92,6 +92,10 @@ class _Scanner(ast.NodeVisitor):
             self.add(node, "threads/processes", f"imports {module}")
         if any(_under(module, m) for m in PROFILER_NAMES):
             self.add(node, "profiler introspection", f"imports {module}")
+        if _under(module, "gc"):
+            self.add(
+                node, "object introspection", f"imports {module}: it reaches the harness's objects"
+            )
         if any(_under(module, m) for m in ARRAY_LIBRARIES):
             self.add(node, "other array library", f"imports {module}: its compute is not a kernel")
 

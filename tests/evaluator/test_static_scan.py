@@ -99,6 +99,7 @@ CASES = {
         import torch
         s = torch.cuda.Stream()
     """,
+    "object introspection": "import gc\nobjs = gc.get_objects()\n",
     "other array library": "import numpy as np\n",
     "other array library ": "from cupy import asarray\n",
     "profiler introspection": """
