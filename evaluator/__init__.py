@@ -13,4 +13,6 @@ calls far faster than watched ones made fallbacks, the next operator's child sta
 the synchronise round trip (0.2.0 compared it raw, and on a busy host timed some honest
 shapes ~100 us slow); on the CPU the own share by time is the median watched call's, not
 the share of all calls' total (one call that lost the CPU no longer counts as own work),
-and bounded by the share of time inside the bundle's own Triton kernel launches."""
+and bounded by the share of time inside the bundle's own Triton kernel launches. The
+reference module and every check's inputs are built afresh after the candidate's call; the
+timed inputs' seeds come from os.urandom; global nn.Module hooks are tampering."""

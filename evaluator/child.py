@@ -234,7 +234,17 @@ def evaluate_shape(
     try:
         spec = operator_spec(job)
         init_kwargs = shape.get("init_kwargs") or {}
-        reference = spec.build_reference(init_kwargs).to(device)
+
+        def build_reference() -> Any:
+            return spec.build_reference(init_kwargs).to(device)
+
+        def reference(**inputs: Any) -> Any:
+            # Built afresh for each check, after the candidate's call: an instance that
+            # existed while the candidate ran is within its reach (the garbage collector
+            # lists it) and could have been given another forward or hooks of its own.
+            return build_reference()(**inputs)
+
+        build_reference()  # a reference that cannot be built fails here, before the candidate
         try:
             candidate = model_class(**init_kwargs)
             if isinstance(candidate, torch.nn.Module):
@@ -279,6 +289,7 @@ def evaluate_shape(
             shape=shape,
             spec=spec,
             reference=reference,
+            build_reference=build_reference,
             candidate=candidate,
             device=device,
             checked_error_level=correctness.mean_tolerance_used,
@@ -367,6 +378,7 @@ def _time_shape(
     shape: Mapping[str, Any],
     spec: Any,
     reference: Any,
+    build_reference: Any,
     candidate: Any,
     device: Any,
     guard: Any = None,
@@ -450,7 +462,7 @@ def _time_shape(
                 )
 
         def run_reference() -> None:
-            reference(**slots[calls[0] % 2])
+            timed_reference(**slots[calls[0] % 2])
             calls[0] += 1
 
         timer = make_timer(device)
@@ -503,6 +515,7 @@ def _time_shape(
                 f"{first_used:.0%} of the tolerance on average, the last of {calls[0]} calls "
                 f"{last_used:.0%}"
             )
+        timed_reference = build_reference()  # after the candidate's last call, like the checks
         reference_timing = timer.measure(run_reference, budget_s=budget)
     return {
         "status": "pass",

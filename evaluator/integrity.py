@@ -200,6 +200,7 @@ class IntegrityGuard:
         for label, namespace in extra:
             self._watch(label, namespace, allow_new=False)
         self._library_impls = self._impls()
+        self._module_hooks = self._global_module_hooks()
         self._modes = self._mode_depths()
         self._threads = _thread_ids()
 
@@ -211,6 +212,18 @@ class IntegrityGuard:
     def _impls() -> frozenset[str]:
         library = sys.modules.get("torch.library")
         return frozenset(getattr(library, "_impls", ()) or ())
+
+    @staticmethod
+    def _global_module_hooks() -> dict[str, tuple[int, ...]]:
+        """The hooks every ``nn.Module`` call runs (``register_module_forward_hook`` and
+        kin): a forward hook may replace any module's output, the reference's included."""
+        module = sys.modules.get("torch.nn.modules.module")
+        hooks: dict[str, tuple[int, ...]] = {}
+        for name in dir(module) if module is not None else ():
+            value = getattr(module, name, None)
+            if name.startswith("_global_") and isinstance(value, dict):
+                hooks[name] = tuple(sorted(map(id, value.values())))
+        return hooks
 
     @staticmethod
     def _mode_depths() -> tuple[int, int]:
@@ -229,6 +242,12 @@ class IntegrityGuard:
         added = self._impls() - self._library_impls
         found.extend(
             f"torch.library kernel {impl}" for impl in sorted(added) if impl.startswith("aten/")
+        )
+        hooks = self._global_module_hooks()
+        found.extend(
+            f"torch.nn.modules.module.{name} (a global module hook)"
+            for name in sorted(hooks)
+            if hooks[name] != self._module_hooks.get(name, ())
         )
         if self._mode_depths() != self._modes:
             found.append("an active torch function/dispatch mode")

@@ -86,7 +86,12 @@ def check_variant(
     record: dict[str, Any] = {"name": name, "status": "runtime_error", "error": None}
     init_kwargs = dict(variant.init_kwargs)
     try:
-        reference = spec.build_reference(init_kwargs).to(device)
+        spec.build_reference(init_kwargs)  # one that cannot be built fails here
+
+        def reference(**inputs: Any) -> Any:
+            # Built afresh after each candidate call (see evaluator.child.evaluate_shape).
+            return spec.build_reference(init_kwargs).to(device)(**inputs)
+
         try:
             candidate = model_class(**init_kwargs)
             if isinstance(candidate, torch.nn.Module):
