@@ -15,4 +15,6 @@ shapes ~100 us slow); on the CPU the own share by time is the median watched cal
 the share of all calls' total (one call that lost the CPU no longer counts as own work),
 and bounded by the share of time inside the bundle's own Triton kernel launches. The
 reference module and every check's inputs are built afresh after the candidate's call; the
-timed inputs' seeds come from os.urandom; global nn.Module hooks are tampering."""
+timed inputs' seeds come from os.urandom; global nn.Module hooks are tampering; the
+submission's code gets no frame objects, object lists or ctypes; a time under 1 us or
+faster than the roofline is refused."""

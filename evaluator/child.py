@@ -15,7 +15,9 @@ with and taken an integrity snapshot (``evaluator.integrity``); the key is taken
 the job before the candidate is imported. A candidate that writes frames of its own to
 any descriptor cannot sign them, and the runner fails the operator for it. What one
 process cannot do against code running inside it (read the key out of memory, patch the
-interpreter natively) is the sandbox's job.
+interpreter natively) is the sandbox's job; what Python itself offers to reach the harness
+(frames, the garbage collector's object lists, ctypes) is refused by an audit hook
+(``evaluator.integrity.deny_frame_access``, ``deny_object_enumeration``).
 
 Module-level imports are stdlib only: the runner imports the framing helpers from here
 without loading torch.
@@ -634,6 +636,10 @@ def run_job(
 
     variants = variants_of(job)  # taken before the candidate exists
     bundle_dir = Path(job["bundle_dir"])
+    from evaluator.integrity import deny_frame_access
+
+    # From here on the bundle's code gets no frame objects (they lead to the harness's).
+    deny_frame_access(harness_dir=str(Path(__file__).parent), bundle_dir=str(bundle_dir))
     try:
         module = import_candidate(bundle_dir / job["module_path"], job["operator"], bundle_dir)
     except BaseException as exc:  # the candidate's import failed, whatever it raised
@@ -735,6 +741,9 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print("[harness] the evaluation harness could not start", file=sys.stderr, flush=True)
         return WARM_UP_FAILED
+    from evaluator.integrity import deny_object_enumeration
+
+    deny_object_enumeration()  # before any candidate code: no gc.get_objects() and kin
     job = read_job(args.job_fd)
     # Keep the result pipe off the candidate's obvious path: a copy at a high number,
     # close-on-exec, the original closed (the candidate runs in this process, so this

@@ -291,6 +291,122 @@ class IntegrityGuard:
             )
 
 
+DENIED_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"})
+"""Audit events refused in an evaluation process once its harness has started: each hands
+out objects the candidate never received (the harness's timing samples, its kept inputs,
+the fallback monitor's ledger, the result key), which it could then rewrite or read."""
+
+
+def deny_object_enumeration() -> None:
+    """Refuse ``DENIED_EVENTS`` in this process from now on (an audit hook cannot be
+    removed). Installed by the evaluation child after its warm-up, before the candidate
+    exists; the harness never enumerates objects itself."""
+
+    def hook(event: str, args: tuple) -> None:
+        if event in DENIED_EVENTS:
+            raise RuntimeError(
+                f"{event}() is not allowed in an evaluation: it reaches the harness's own "
+                "objects; a kernel has no use for it"
+            )
+
+    sys.addaudithook(hook)
+
+
+FRAME_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile"})
+FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+"""Ways for Python code to get a frame object (audit events; the attributes are reported
+as ``object.__getattr__``). From any frame, ``f_back`` leads to the harness's frames and
+their locals: the timer's samples, the fallback monitor's ledger, the kept inputs."""
+CTYPES_EVENTS = frozenset(
+    {"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function",
+     "ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.addressof"}
+)  # fmt: skip
+"""ctypes reaches the interpreter's C API (``PyEval_GetFrame``) and raw memory: refused when
+the bundle's own code asks (libraries it calls may still use ctypes)."""
+ALLOWED_FRAME_USERS = (os.path.join("triton", "compiler", "compiler.py"),)
+"""Library code that reads frames while a candidate's code is running and is let do so:
+Triton's compiler trims its own frames from a kernel's compile error."""
+
+
+def deny_frame_access(*, harness_dir: str, bundle_dir: str) -> None:
+    """From now on, refuse frame objects to code of the bundle (``bundle_dir``) and to
+    anything it calls, except the harness (``harness_dir``) and ``ALLOWED_FRAME_USERS``;
+    and ctypes to the bundle's own code (``CTYPES_EVENTS``).
+
+    A request is refused (ValueError, which the standard library's own users of frames,
+    such as ``collections.namedtuple``, already tolerate) when the requesting code is
+    neither harness nor allowed and a frame of the bundle is on the stack; with no
+    bundle frame on the stack (the harness between calls) anything goes. Installed by
+    the evaluation child just before it imports the candidate; an audit hook cannot be
+    removed, and its state lives in this closure, which no frame or object list reaches.
+    """
+    harness = os.path.join(os.path.realpath(harness_dir), "")
+    bundle = os.path.join(os.path.realpath(bundle_dir), "")
+    getframe = sys._getframe
+    ctypes_dir = os.path.join(os.path.dirname(os.__file__), "ctypes", "")
+    verdicts: dict[Any, str] = {}  # code object -> "harness" | "bundle" | "allowed" | ""
+    busy = [False]
+
+    def kind(code: Any) -> str:
+        verdict = verdicts.get(code)
+        if verdict is None:
+            path = os.path.realpath(code.co_filename)
+            if path.startswith(harness):
+                verdict = "harness"
+            elif path.startswith(bundle):
+                verdict = "bundle"
+            elif path.endswith(ALLOWED_FRAME_USERS):
+                verdict = "allowed"
+            else:
+                verdict = ""
+            verdicts[code] = verdict
+        return verdict
+
+    def refused(event: str) -> bool:
+        frame = getframe(2)  # the code that asked (0: here, 1: the hook)
+        first = kind(frame.f_code)
+        if event in CTYPES_EVENTS:
+            # Past ctypes' own Python code (``pythonapi.X`` looks X up from there).
+            while frame is not None and frame.f_code.co_filename.startswith(ctypes_dir):
+                frame = frame.f_back
+            return frame is not None and kind(frame.f_code) == "bundle"
+        if first in ("harness", "allowed"):
+            return False
+        if first == "bundle":
+            return True
+        while frame is not None:  # a library asked: refuse if the bundle is below it
+            if kind(frame.f_code) == "bundle":
+                return True
+            frame = frame.f_back
+        return False
+
+    def hook(event: str, args: tuple) -> None:
+        if busy[0]:
+            return
+        if event == "object.__getattr__":
+            if len(args) < 2 or args[1] not in FRAME_ATTRIBUTES:
+                return
+        elif event not in FRAME_EVENTS and event not in CTYPES_EVENTS:
+            return
+        busy[0] = True
+        try:
+            deny = refused(event)
+        finally:
+            busy[0] = False
+        if deny:
+            what = (
+                "ctypes is not available to a submission's code"
+                if event in CTYPES_EVENTS
+                else "frame objects are not given to a submission's code"
+            )
+            raise ValueError(
+                f"{event}: {what} in an evaluation (through them the harness's own frames "
+                "and memory can be reached)"
+            )
+
+    sys.addaudithook(hook)
+
+
 def bound_checker(
     guard: IntegrityGuard | None, when: str, *, critical_only: bool = False
 ) -> Callable[[], None]:

@@ -70,6 +70,15 @@ def _describe_ops(top_ops: list[Mapping[str, Any]]) -> str:
     )
 
 
+IMPOSSIBLE_ROOFLINE_FRACTION = 1.0
+"""A passing shape timed faster than its roofline bound (T_sol from the hardware profile's
+peaks, the L2 flushed before each call) is refused. The highest honest figure measured on
+the H200 is 0.89 (silu_and_mul, results/)."""
+IMPOSSIBLE_CALL_S = 1e-6
+"""So is one timed under a microsecond: the fastest honest call measured on the H200 took
+3.5 us (launch included), and a Triton interpreter launch on the CPU takes milliseconds."""
+
+
 def shape_entry(
     shape: ShapeSpec,
     *,
@@ -108,6 +117,25 @@ def shape_entry(
     if time_s and time_s > 0:
         fraction = roofline_fraction(t_sol_s=t_sol_s, t_measured_s=time_s)
         speedup = reference_s / time_s if reference_s else None
+    if status == "pass" and time_s is not None and fraction is not None:
+        # Faster than the hardware's bound, or than any launched kernel: not a kernel's
+        # time but a broken or forged measurement. Never scored; the error says so.
+        if fraction > IMPOSSIBLE_ROOFLINE_FRACTION:
+            bound = (
+                f"{fraction:.2f}x faster than the hardware's roofline bound "
+                f"({t_sol_s * 1e6:.3g} us)"
+            )
+        elif time_s < IMPOSSIBLE_CALL_S:
+            bound = f"under {IMPOSSIBLE_CALL_S * 1e6:g} us, less than launching a kernel takes"
+        else:
+            bound = None
+        if bound:
+            status, fraction, speedup = "runtime_error", None, None
+            error = (
+                f"shape {shape.shape_id}: the measured time ({time_s * 1e6:.3g} us) is "
+                f"{bound}: no kernel can be that fast, so the timing is not trusted; held "
+                "for review"
+            )
     return {
         "shape_id": shape.shape_id,
         "weight": shape.weight,

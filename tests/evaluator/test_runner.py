@@ -563,3 +563,45 @@ def test_tampering_during_a_call_fails_the_operator(tiny_suite, tmp_path, make_b
     assert entry["status"] == "runtime_error" and shape["status"] == "runtime_error"
     assert "tampering" in shape["error"] and "time.monotonic" in shape["error"]
     assert entry["score"] == 0
+
+
+def test_a_time_faster_than_the_roofline_is_refused_not_scored():
+    from evaluator.hardware import get_profile
+    from evaluator.results import shape_entry
+    from evaluator.roofline import t_sol_seconds
+    from evaluator.suite import load_suite
+
+    h200 = get_profile("h200-sxm")
+    shape = load_suite("atrex-bench-v1").shapes_for("rms_norm")[0]
+    t_sol = t_sol_seconds(
+        w_flops=shape.w_flops, q_read=shape.q_read, q_write=shape.q_write, hardware=h200
+    )
+
+    def entry(time_s: float) -> dict:
+        return shape_entry(
+            shape,
+            status="pass",
+            measurement={"time_s": time_s, "reference_time_s": 10 * t_sol, "own_kernel_share": 1.0},
+            hardware=h200,
+            threshold_own_share=0.8,
+        )
+
+    honest = entry(t_sol / 0.89)  # the best honest figure on the H200
+    assert honest["status"] == "pass" and honest["roofline_fraction"] == pytest.approx(0.89)
+    # Samples rewritten in memory (a forged 0.1 us, say) give a time no hardware allows.
+    forged = entry(t_sol / 40)
+    assert forged["status"] == "runtime_error"
+    assert "faster than the hardware's roofline bound" in forged["error"]
+    assert "held for review" in forged["error"]
+    # ... and so is any time under a microsecond, whatever the shape's bound.
+    tiny = load_suite("atrex-bench-v1").shapes_for("rms_norm")[0]
+    assert (
+        shape_entry(
+            tiny,
+            status="pass",
+            measurement={"time_s": 1e-7, "own_kernel_share": 1.0},
+            hardware=get_profile("cpu-dev"),
+            threshold_own_share=0.8,
+        )["status"]
+        == "runtime_error"
+    )
