@@ -323,6 +323,10 @@ CTYPES_EVENTS = frozenset(
 )  # fmt: skip
 """ctypes reaches the interpreter's C API (``PyEval_GetFrame``) and raw memory: refused when
 the bundle's own code asks (libraries it calls may still use ctypes)."""
+COMPILER_PATHS = tuple(
+    os.path.join("torch", name, "") for name in ("_dynamo", "_inductor", "fx", "_functorch")
+)
+"""Where torch.compile's frame requests come from (their refusal says so)."""
 ALLOWED_FRAME_USERS = (os.path.join("triton", "compiler", "compiler.py"),)
 """Library code that reads frames while a candidate's code is running and is let do so:
 Triton's compiler trims its own frames from a kernel's compile error."""
@@ -346,6 +350,7 @@ def deny_frame_access(*, harness_dir: str, bundle_dir: str) -> None:
     ctypes_dir = os.path.join(os.path.dirname(os.__file__), "ctypes", "")
     verdicts: dict[Any, str] = {}  # code object -> "harness" | "bundle" | "allowed" | ""
     busy = [False]
+    asker = [""]  # the file of the code whose request was judged last
 
     def kind(code: Any) -> str:
         verdict = verdicts.get(code)
@@ -364,6 +369,7 @@ def deny_frame_access(*, harness_dir: str, bundle_dir: str) -> None:
 
     def refused(event: str) -> bool:
         frame = getframe(2)  # the code that asked (0: here, 1: the hook)
+        asker[0] = frame.f_code.co_filename
         first = kind(frame.f_code)
         if event in CTYPES_EVENTS:
             # Past ctypes' own Python code (``pythonapi.X`` looks X up from there).
@@ -377,6 +383,8 @@ def deny_frame_access(*, harness_dir: str, bundle_dir: str) -> None:
         while frame is not None:  # a library asked: refuse if the bundle is below it
             if kind(frame.f_code) == "bundle":
                 return True
+            if any(part in frame.f_code.co_filename for part in COMPILER_PATHS):
+                asker[0] = frame.f_code.co_filename  # torch.compile's machinery asked
             frame = frame.f_back
         return False
 
@@ -394,6 +402,13 @@ def deny_frame_access(*, harness_dir: str, bundle_dir: str) -> None:
         finally:
             busy[0] = False
         if deny:
+            if any(part in asker[0] for part in COMPILER_PATHS):
+                raise ValueError(
+                    f"{event}: torch.compile cannot run in an evaluation: it is PyTorch "
+                    "generating code, not a kernel of the submission's own (a fallback), and it "
+                    "needs frame objects, which a submission's code is not given; write the "
+                    "kernel in Triton"
+                )
             what = (
                 "ctypes is not available to a submission's code"
                 if event in CTYPES_EVENTS
