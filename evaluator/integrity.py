@@ -23,6 +23,7 @@ computed outside the candidate's process are the real boundary.
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 import types
@@ -349,7 +350,8 @@ def deny_frame_access(*, harness_dir: str, bundle_dir: str) -> None:
     getframe = sys._getframe
     ctypes_dir = os.path.join(os.path.dirname(os.__file__), "ctypes", "")
     verdicts: dict[Any, str] = {}  # code object -> "harness" | "bundle" | "allowed" | ""
-    busy = [False]
+    thread_id = _thread.get_ident
+    busy: set[int] = set()  # threads inside the hook (its own frame requests pass)
     asker = [""]  # the file of the code whose request was judged last
 
     def kind(code: Any) -> str:
@@ -389,18 +391,19 @@ def deny_frame_access(*, harness_dir: str, bundle_dir: str) -> None:
         return False
 
     def hook(event: str, args: tuple) -> None:
-        if busy[0]:
-            return
         if event == "object.__getattr__":
             if len(args) < 2 or args[1] not in FRAME_ATTRIBUTES:
                 return
         elif event not in FRAME_EVENTS and event not in CTYPES_EVENTS:
             return
-        busy[0] = True
+        me = thread_id()
+        if me in busy:  # the hook's own request for the asker's frame
+            return
+        busy.add(me)  # per thread: another thread's request is judged on its own
         try:
             deny = refused(event)
         finally:
-            busy[0] = False
+            busy.discard(me)
         if deny:
             if any(part in asker[0] for part in COMPILER_PATHS):
                 raise ValueError(
