@@ -174,6 +174,30 @@ def _thread_ids() -> set[int]:
     return set(sys._current_frames())
 
 
+def _signal_handlers() -> dict[int, Any]:
+    """Each signal's Python handler: a handler is called with the frame that was running,
+    which may be the harness's (a timer signal during its timing loop, say)."""
+    import signal
+
+    handlers = {}
+    for number in signal.valid_signals():
+        try:
+            handlers[int(number)] = signal.getsignal(number)
+        except (OSError, ValueError):
+            continue
+    return handlers
+
+
+def signals_name(number: int) -> str:
+    """SIGALRM for 14, or the number."""
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
 class IntegrityGuard:
     """Snapshot of what the measurement depends on, taken before the candidate is imported.
 
@@ -202,6 +226,7 @@ class IntegrityGuard:
             self._watch(label, namespace, allow_new=False)
         self._library_impls = self._impls()
         self._module_hooks = self._global_module_hooks()
+        self._signals = _signal_handlers()
         self._modes = self._mode_depths()
         self._threads = _thread_ids()
 
@@ -249,6 +274,12 @@ class IntegrityGuard:
             f"torch.nn.modules.module.{name} (a global module hook)"
             for name in sorted(hooks)
             if hooks[name] != self._module_hooks.get(name, ())
+        )
+        signals = _signal_handlers()
+        found.extend(
+            f"the handler of signal {signals_name(number)}"
+            for number in sorted(set(signals) | set(self._signals))
+            if signals.get(number) is not self._signals.get(number)
         )
         if self._mode_depths() != self._modes:
             found.append("an active torch function/dispatch mode")
@@ -391,6 +422,10 @@ def deny_frame_access(*, harness_dir: str, bundle_dir: str) -> None:
         return False
 
     def hook(event: str, args: tuple) -> None:
+        if event == "sys.addaudithook":
+            # A later hook would be handed the frames this one lets the harness have (a
+            # RuntimeError here keeps it out, silently: CPython's rule for this event).
+            raise RuntimeError("no more audit hooks in an evaluation")
         if event == "object.__getattr__":
             if len(args) < 2 or args[1] not in FRAME_ATTRIBUTES:
                 return
