@@ -568,9 +568,8 @@ def check_shape(
     for trial in range(count):
         seed = derive_seed(run_seed, "correctness", spec.slug, shape_id, trial)
         with torch.inference_mode():
-            inputs = spec.make_inputs(device=device, seed=seed, **dict(input_kwargs))
-            candidate_inputs = clone_inputs(inputs)
-            poison_allocator(device, max(poison_bytes, input_nbytes(inputs)))
+            candidate_inputs = spec.make_inputs(device=device, seed=seed, **dict(input_kwargs))
+            poison_allocator(device, max(poison_bytes, input_nbytes(candidate_inputs)))
             candidate_output = wrap(
                 functools.partial(call_candidate, candidate, candidate_inputs, shape_id=shape_id)
             )
@@ -578,9 +577,9 @@ def check_shape(
             if after_call is not None:
                 after_call()
             returned = snapshot_outputs(candidate_output)
-            # The inputs drawn again from the seed, after the call: the candidate could reach
-            # every tensor alive while it ran (the garbage collector lists them) and so could
-            # have rewritten a copy kept from before, reference and hygiene checks with it.
+            # The inputs drawn again from the seed, after the call (so the candidate's own
+            # copy is all that existed while it ran): it could reach every tensor alive then
+            # and rewrite a copy kept from before, reference and hygiene checks with it.
             inputs = spec.make_inputs(device=device, seed=seed, **dict(input_kwargs))
             # The reference runs only now: the answer did not exist while the candidate ran.
             reference_output = reference(**clone_inputs(inputs))

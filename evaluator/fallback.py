@@ -444,6 +444,16 @@ class FallbackMonitor:
             self.call_own_s.append(kernels.seconds - own_before)
         return result
 
+    def _median_part(self, seconds: list[float]) -> float | None:
+        """The median over the watched calls of ``seconds`` (one entry per call) as a share
+        of the call's wall time; None without a timed call."""
+        parts = [
+            part / elapsed
+            for elapsed, part in zip(self.call_s, seconds, strict=True)
+            if elapsed > 0
+        ]
+        return statistics.median(parts) if parts else None
+
     def report(self, *, q_bytes: int | None, top: int = 5) -> FallbackReport:
         """The shares (by time and by bytes, ``q_bytes`` per call) and the top compute ops."""
         ledger = self.ledger
@@ -451,12 +461,8 @@ class FallbackMonitor:
         # The median call's share: a call during which the host was taken away (a busy
         # machine) puts that wait outside PyTorch's ops, and over a few calls would make
         # even pure PyTorch look 85 % the candidate's own (seen on a loaded 2-core CI host).
-        shares = [
-            1.0 - compute / elapsed
-            for elapsed, compute in zip(self.call_s, self.call_compute_s, strict=True)
-            if elapsed > 0
-        ]
-        by_time = statistics.median(shares) if shares else 1.0
+        compute_part = self._median_part(self.call_compute_s)
+        by_time = 1.0 - compute_part if compute_part is not None else 1.0
         by_time = min(1.0, max(0.0, by_time))
         by_bytes = None
         if q_bytes:
@@ -469,12 +475,8 @@ class FallbackMonitor:
         ]
         by_kernels = None
         if self._kernels is not None:
-            kernel_shares = [
-                own / elapsed
-                for elapsed, own in zip(self.call_s, self.call_own_s, strict=True)
-                if elapsed > 0
-            ]
-            by_kernels = min(1.0, statistics.median(kernel_shares)) if kernel_shares else 0.0
+            own_part = self._median_part(self.call_own_s)
+            by_kernels = min(1.0, own_part) if own_part is not None else 0.0
             if by_kernels < share:
                 # Neither PyTorch nor its own kernels did the work: say where it went.
                 outside_s = self.total_s - ledger.compute_s - self._kernels.seconds

@@ -188,7 +188,7 @@ def _signal_handlers() -> dict[int, Any]:
     return handlers
 
 
-def signals_name(number: int) -> str:
+def _signal_name(number: int) -> str:
     """SIGALRM for 14, or the number."""
     import signal
 
@@ -277,7 +277,7 @@ class IntegrityGuard:
         )
         signals = _signal_handlers()
         found.extend(
-            f"the handler of signal {signals_name(number)}"
+            f"the handler of signal {_signal_name(number)}"
             for number in sorted(set(signals) | set(self._signals))
             if signals.get(number) is not self._signals.get(number)
         )

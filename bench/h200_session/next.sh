@@ -11,12 +11,14 @@
 #      bundle's 14 kernels and the references for the other 16 (bench/full_suite_walltime.py);
 #   4. the torch.compile baseline over v1 with what is left of $LIMIT_TOTAL seconds, every
 #      operator compiled first by 12 processes at once into one inductor cache; with
-#      COMPILE_OPERATORS=a,b only those (session 5 timed 17 operators; the other 13 are
-#      COMPILE_REST below), to be joined with the earlier file by bench/merge_baselines.py.
+#      COMPILE_OPERATORS=a,b only those, to be joined with the earlier file by
+#      bench/merge_baselines.py. Session 5 timed 17 operators; the other 13:
+#      mla_decode_attention,moe_align_block_size,moe_count_and_sort,moe_sum_reduce,
+#      moe_topk_gating_softmax,mrope,paged_attention_decode,per_token_group_quant_fp8,
+#      reshape_and_cache,rms_norm,silu_and_mul,topk_filter,unified_attention
 # Launch: PIPELINE=next.sh GPUS=2 LIMIT_TOTAL=1500 bash bench/h200_session/start.sh 555,
 # then bash bench/h200_session/poll.sh 555 within 30 s of each return.
 source "$(dirname "$0")/common.sh"
-COMPILE_REST=mla_decode_attention,moe_align_block_size,moe_count_and_sort,moe_sum_reduce,moe_topk_gating_softmax,mrope,paged_attention_decode,per_token_group_quant_fp8,reshape_and_cache,rms_norm,silu_and_mul,topk_filter,unified_attention
 LIMIT_TOTAL=${LIMIT_TOTAL:-1500}
 step gpu-tests 0 330 python3 -m pytest -p no:django -p no:cacheprovider --confcutdir=tests/evaluator -m gpu tests/evaluator -q -rs --junitxml=$O/gpu-tests.xml
 # Runs 5 and 7 (start-ahead on) back to back: the repeatability pair. Run 6 (start-ahead off)
