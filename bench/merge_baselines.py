@@ -2,12 +2,13 @@
 
 The torch.compile baseline over v1 does not fit one device session (inductor compiles for
 minutes per operator), so it is measured an operator set at a time, on the same hardware
-profile and suite. This writes one report from several: for each operator, the entry of the
-latest report that timed any of its shapes (else the latest that lists it), so a later
-part can re-measure what an earlier one only reached in part. Reports of another mode,
-suite (content hash), hardware profile, or with a different ``--dynamic`` are refused. The
-merged report keeps every part's environment and start time under ``parts`` and each
-operator's source under ``from_part``:
+profile and suite. This writes one report from several, shape by shape: each shape's row
+from the latest report that timed it (else from the latest that lists it), so a later part
+can time what an earlier one did not reach without losing what that one timed. Reports of
+another mode, suite (content hash), hardware profile, or with a different ``--dynamic``
+are refused. The merged report keeps every part's environment and start time under
+``parts``, each shape's source under ``from_part`` and each operator's sources under
+``from_parts``; an operator's ``score_if_counted`` is recomputed from its merged shapes:
 
     python3 bench/merge_baselines.py first.json second.json --out merged.json
 """
@@ -19,6 +20,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from evaluator.scoring import operator_score
 
 SAME = ("what", "mode", "compile_dynamic")
 
@@ -37,6 +40,10 @@ def _key(report: dict[str, Any]) -> tuple:
     )
 
 
+def _shape_order(shape_id: str) -> tuple:
+    return (0, int(shape_id), "") if shape_id.isdigit() else (1, 0, shape_id)
+
+
 def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
     """One report from ``reports`` (oldest first)."""
     if not reports:
@@ -48,17 +55,20 @@ def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
                 f"part {index} is another baseline: {_key(report)} against {_key(first)} "
                 "(mode, suite and its hash, shape set, hardware and --dynamic must match)"
             )
-    chosen: dict[str, tuple[int, dict[str, Any]]] = {}
+    entries: dict[str, dict[str, Any]] = {}
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
     for index, report in enumerate(reports):
         for entry in report["operators"]:
-            timed = any(shape.get("status") == "pass" for shape in entry["shapes"])
-            held = chosen.get(entry["operator"])
-            held_timed = held is not None and any(
-                shape.get("status") == "pass" for shape in held[1]["shapes"]
-            )
-            if held is None or timed or not held_timed:
-                chosen[entry["operator"]] = (index, entry)
-    merged = {key: value for key, value in first.items() if key not in ("operators", "precompile")}
+            name = entry["operator"]
+            held = rows.setdefault(name, {})
+            for shape in entry["shapes"]:
+                earlier = held.get(shape["shape_id"])
+                if earlier is None or shape.get("status") == "pass" or earlier["status"] != "pass":
+                    held[shape["shape_id"]] = {**shape, "from_part": index}
+            if name not in entries or any(s.get("status") == "pass" for s in entry["shapes"]):
+                entries[name] = entry  # its other fields: the latest part that timed any
+    per_part = ("operators", "precompile", "aggregate_if_counted", "finished_at")
+    merged = {key: value for key, value in first.items() if key not in per_part}
     merged["parts"] = [
         {
             "started_at": report.get("started_at"),
@@ -67,11 +77,19 @@ def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
         }
         for report in reports
     ]
-    merged["operators"] = [
-        {**entry, "from_part": index} for index, entry in sorted(
-            chosen.values(), key=lambda item: item[1]["operator"]
+    merged["operators"] = []
+    for name in sorted(entries):
+        shapes = sorted(rows[name].values(), key=lambda row: _shape_order(row["shape_id"]))
+        reached = [row for row in shapes if row.get("status") != "not_run"]
+        timed = any(row.get("status") == "pass" for row in shapes)
+        merged["operators"].append(
+            {
+                **entries[name],
+                "shapes": shapes,
+                "score_if_counted": operator_score(reached) if timed else 0.0,
+                "from_parts": sorted({row["from_part"] for row in shapes}),
+            }
         )
-    ]  # fmt: skip
     return merged
 
 

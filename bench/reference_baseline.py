@@ -39,9 +39,12 @@ import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -84,24 +87,59 @@ def _model(spec, shape, *, device: str, mode: str, dynamic: bool | None = None) 
     return _COMPILED[key]
 
 
-def _first_call_s(model: torch.nn.Module, inputs: dict, *, device: str) -> float:
+class FirstCallDeadline(Exception):
+    """A shape's first call (its compilation in compile mode) ran past its limit."""
+
+
+@contextmanager
+def _stopped_after(seconds: float | None):
+    """Raise FirstCallDeadline in the main thread once ``seconds`` have passed (None, or
+    another thread: no limit). A compilation that hangs or takes minutes is stopped there,
+    not at the step's kill, which would lose the report's summary."""
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        raise FirstCallDeadline(f"its first call had not returned after {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _first_call_s(
+    model: torch.nn.Module, inputs: dict, *, device: str, limit_s: float | None = None
+) -> float:
     """Seconds of the model's first call at these inputs (its compilation in compile mode),
-    the device synchronised."""
+    the device synchronised; FirstCallDeadline past ``limit_s``."""
     started = time.perf_counter()
-    model(**inputs)
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+    with _stopped_after(limit_s):
+        model(**inputs)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
     return time.perf_counter() - started
 
 
 def time_reference(
-    spec, shape, *, device: str, budget_s: float, mode: str = "eager", dynamic: bool | None = None
+    spec,
+    shape,
+    *,
+    device: str,
+    budget_s: float,
+    mode: str = "eager",
+    dynamic: bool | None = None,
+    first_call_limit_s: float | None = None,
 ) -> dict:
     """Median time of the reference at one shape, with its repetitions and spread."""
     model = _model(spec, shape, device=device, mode=mode, dynamic=dynamic)
     inputs = spec.make_inputs(device=device, seed=1234, **shape.input_kwargs)
     with torch.inference_mode():
-        first_call_s = _first_call_s(model, inputs, device=device)
+        first_call_s = _first_call_s(model, inputs, device=device, limit_s=first_call_limit_s)
         min_reps = 3 if first_call_s > SLOW_CALL_S else 10
         timer = make_timer(device, min_reps=min_reps)
         result = timer.measure(lambda: model(**inputs), budget_s=budget_s, warmup=1)
@@ -117,12 +155,15 @@ def time_reference(
     }
 
 
-def warm_reference(spec, shape, *, device: str, dynamic: bool | None) -> dict:
+def warm_reference(
+    spec, shape, *, device: str, dynamic: bool | None, first_call_limit_s: float | None = None
+) -> dict:
     """The compiled reference's first call at one shape (its compilation), untimed."""
     model = _model(spec, shape, device=device, mode="compile", dynamic=dynamic)
     inputs = spec.make_inputs(device=device, seed=1234, **shape.input_kwargs)
     with torch.inference_mode():
-        return {"first_call_ms": _first_call_s(model, inputs, device=device) * 1e3}
+        seconds = _first_call_s(model, inputs, device=device, limit_s=first_call_limit_s)
+        return {"first_call_ms": seconds * 1e3}
 
 
 def _inductor_cache() -> dict[str, int]:
@@ -262,8 +303,9 @@ def main(argv: list[str] | None = None) -> int:
                 if hasattr(torch._dynamo.config, name):
                     setattr(torch._dynamo.config, name, 4096)
         shapes = entry["shapes"]
+        operator_started = time.monotonic()
         operator_deadline = (
-            time.monotonic() + args.operator_deadline_s if args.operator_deadline_s else None
+            operator_started + args.operator_deadline_s if args.operator_deadline_s else None
         )
         for shape in suite.shapes_for(slug, args.shape_set):
             row = {"shape_id": shape.shape_id, "weight": shape.weight}
@@ -281,11 +323,21 @@ def main(argv: list[str] | None = None) -> int:
                 q_write=shape.q_write,
                 hardware=hardware,
             )
+            # A shape started before the operator's deadline may compile until twice that
+            # deadline from the operator's start; none past the run's deadline.
+            limit_s = deadline - time.monotonic()
+            if operator_deadline is not None:
+                operator_end = operator_started + 2 * args.operator_deadline_s
+                limit_s = min(limit_s, operator_end - time.monotonic())
             try:
                 if args.warm_only:
                     row.update(
                         warm_reference(
-                            spec, shape, device=args.device, dynamic=True if args.dynamic else None
+                            spec,
+                            shape,
+                            device=args.device,
+                            dynamic=True if args.dynamic else None,
+                            first_call_limit_s=limit_s,
                         ),
                         status="warmed",
                     )
@@ -300,11 +352,21 @@ def main(argv: list[str] | None = None) -> int:
                         budget_s=args.budget_s,
                         mode=args.mode,
                         dynamic=True if args.dynamic else None,
+                        first_call_limit_s=limit_s,
                     )
                 )
+            except FirstCallDeadline as stopped:
+                row.update(
+                    status="not_run",
+                    error=f"{stopped} (the operator's or the run's deadline); not timed",
+                )
+                shapes.append(row)
+                out.write_text(json.dumps(report, indent=1))
+                continue
             except Exception as error:  # noqa: BLE001 - recorded per shape, the run goes on
                 row.update(status="runtime_error", error=f"{type(error).__name__}: {error}"[:500])
                 shapes.append(row)
+                out.write_text(json.dumps(report, indent=1))
                 if args.device.startswith("cuda"):
                     torch.cuda.empty_cache()
                 continue

@@ -5,7 +5,7 @@ This package's ``__init__`` imports nothing, so that the light modules (bundle,
 suite, hardware, roofline, scoring, errors) can be used by the web side without torch.
 """
 
-HARNESS_VERSION = "0.2.1"
+HARNESS_VERSION = "0.2.2"
 """Results of different versions were measured differently. 0.2.0 (2026-12-01): each timed
 call's launch cover checked and grown, convergence on the median's standard error, timed
 calls far faster than watched ones made fallbacks, the next operator's child started ahead.
@@ -17,4 +17,9 @@ and bounded by the share of time inside the bundle's own Triton kernel launches.
 reference module and every check's inputs are built afresh after the candidate's call; the
 timed inputs' seeds come from os.urandom; global nn.Module hooks are tampering; the
 submission's code gets no frame objects, object lists or ctypes; a time under 1 us or
-faster than the roofline is refused."""
+faster than the roofline is refused. 0.2.2 (2026-12-01): refusals only, no change to how a
+passing shape is measured: processes the submission starts (refused by the audit hook;
+any other process below the child that is not a compiler fails the operator), a changed
+PyTorch process-wide setting the reference also runs under (tampering), and code that
+names the harness's or a library's file without being compiled from it (treated as the
+submission's)."""

@@ -17,7 +17,7 @@ any descriptor cannot sign them, and the runner fails the operator for it. What 
 process cannot do against code running inside it (read the key out of memory, patch the
 interpreter natively) is the sandbox's job; what Python itself offers to reach the harness
 (frames, the garbage collector's object lists, ctypes) is refused by an audit hook
-(``evaluator.integrity.deny_frame_access``, ``deny_object_enumeration``).
+(``evaluator.integrity.confine_bundle_code``, ``deny_object_enumeration``).
 
 Module-level imports are stdlib only: the runner imports the framing helpers from here
 without loading torch.
@@ -636,10 +636,11 @@ def run_job(
 
     variants = variants_of(job)  # taken before the candidate exists
     bundle_dir = Path(job["bundle_dir"])
-    from evaluator.integrity import deny_frame_access
+    from evaluator.integrity import confine_bundle_code
 
-    # From here on the bundle's code gets no frame objects (they lead to the harness's).
-    deny_frame_access(harness_dir=str(Path(__file__).parent), bundle_dir=str(bundle_dir))
+    # From here on the bundle's code gets no frame objects (they lead to the harness's), no
+    # ctypes and no processes of its own.
+    confine_bundle_code(harness_dir=str(Path(__file__).parent), bundle_dir=str(bundle_dir))
     try:
         module = import_candidate(bundle_dir / job["module_path"], job["operator"], bundle_dir)
     except BaseException as exc:  # the candidate's import failed, whatever it raised

@@ -70,6 +70,8 @@ from torch.overrides import TorchFunctionMode
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from evaluator.code_origin import genuine
+
 NO_KERNEL_WARNING = "no device kernel ran during the monitored calls"
 NO_MONITOR_WARNING = "no fallback monitor for this device"
 ALLOCATION_OPS = frozenset(
@@ -263,7 +265,9 @@ class _ComputeDispatchMode(TorchDispatchMode):
                 if filename.startswith(self.torch_dir) or filename == _THIS_FILE:
                     verdict = None  # keep walking
                 else:
-                    verdict = filename.startswith(self.ignored_dirs)
+                    # Code that names an ignored package's file without coming from it
+                    # (compiled by the candidate under that name) is the candidate's.
+                    verdict = filename.startswith(self.ignored_dirs) and genuine(frame.f_code)
                 self._code_verdicts[frame.f_code] = verdict
             if verdict is not None:
                 return bool(verdict)

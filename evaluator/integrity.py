@@ -26,10 +26,12 @@ from __future__ import annotations
 import _thread
 import os
 import sys
+import sysconfig
 import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from evaluator.code_origin import genuine
 from evaluator.errors import EvaluationError
 
 WATCHED_STDLIB = (
@@ -208,6 +210,11 @@ class IntegrityGuard:
 
     def __init__(self, *, extra: Iterable[tuple[str, Any]] = ()) -> None:
         self._namespaces: list[_Namespace] = []
+        self._torch_settings: dict[str, Any] | None = None
+        if sys.modules.get("torch") is not None:
+            from evaluator import torch_settings  # loaded first: watched with the rest
+
+            self._torch_settings = torch_settings.snapshot()
         for name in (*WATCHED_STDLIB, *WATCHED_TORCH):
             module = sys.modules.get(name)
             if module is not None:
@@ -283,6 +290,13 @@ class IntegrityGuard:
         )
         if self._mode_depths() != self._modes:
             found.append("an active torch function/dispatch mode")
+        if self._torch_settings is not None:
+            from evaluator import torch_settings
+
+            found.extend(
+                f"PyTorch's process-wide setting {change}, which the reference runs under too"
+                for change in torch_settings.changed(self._torch_settings)
+            )
         if sys.gettrace() is not None:
             found.append("sys.settrace")
         if sys.getprofile() is not None:
@@ -355,6 +369,16 @@ CTYPES_EVENTS = frozenset(
 )  # fmt: skip
 """ctypes reaches the interpreter's C API (``PyEval_GetFrame``) and raw memory: refused when
 the bundle's own code asks (libraries it calls may still use ctypes)."""
+PROCESS_EVENTS = frozenset(
+    {"os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system",
+     "os.startfile", "subprocess.Popen"}
+)  # fmt: skip
+"""Process creation: work in another process is invisible to the profiler's attribution and
+to the fallback monitor (a PyTorch worker would pass as the submission's own kernel).
+Refused when the bundle's own code asks, past the standard library's frames
+(``subprocess``, ``multiprocessing``); libraries it calls (Triton running ptxas, a C
+compiler) may still start theirs. Routes that raise no audit event (``multiprocessing``'s
+spawn start method) are left to the runner, which watches the child's processes."""
 COMPILER_PATHS = tuple(
     os.path.join("torch", name, "") for name in ("_dynamo", "_inductor", "fx", "_functorch")
 )
@@ -364,51 +388,97 @@ ALLOWED_FRAME_USERS = (os.path.join("triton", "compiler", "compiler.py"),)
 Triton's compiler trims its own frames from a kernel's compile error."""
 
 
-def deny_frame_access(*, harness_dir: str, bundle_dir: str) -> None:
+def _stdlib_dir() -> str:
+    return os.path.join(os.path.realpath(sysconfig.get_paths()["stdlib"]), "")
+
+
+def confine_bundle_code(*, harness_dir: str, bundle_dir: str) -> None:
     """From now on, refuse frame objects to code of the bundle (``bundle_dir``) and to
     anything it calls, except the harness (``harness_dir``) and ``ALLOWED_FRAME_USERS``;
-    and ctypes to the bundle's own code (``CTYPES_EVENTS``).
+    and ctypes (``CTYPES_EVENTS``) and process creation (``PROCESS_EVENTS``) to the
+    bundle's own code.
 
     A request is refused (ValueError, which the standard library's own users of frames,
     such as ``collections.namedtuple``, already tolerate) when the requesting code is
     neither harness nor allowed and a frame of the bundle is on the stack; with no
-    bundle frame on the stack (the harness between calls) anything goes. Installed by
-    the evaluation child just before it imports the candidate; an audit hook cannot be
-    removed, and its state lives in this closure, which no frame or object list reaches.
+    bundle frame on the stack (the harness between calls) anything goes. Code is the
+    harness's, an allowed library's or the standard library's only if it really comes
+    from the file it names (``evaluator.code_origin``): code compiled by the bundle under
+    such a name is the bundle's, and so is code with no file behind it (``exec`` of a
+    string, ``"<string>"``) or a library's name without its code, when it asks for ctypes
+    or a process with a bundle frame on the stack. Installed by the evaluation child just
+    before it imports the candidate; an audit hook cannot be removed, and its state lives
+    in this closure, which no frame or object list reaches.
     """
     harness = os.path.join(os.path.realpath(harness_dir), "")
     bundle = os.path.join(os.path.realpath(bundle_dir), "")
     getframe = sys._getframe
-    ctypes_dir = os.path.join(os.path.dirname(os.__file__), "ctypes", "")
-    verdicts: dict[Any, str] = {}  # code object -> "harness" | "bundle" | "allowed" | ""
+    ctypes_dir = os.path.join(os.path.realpath(os.path.dirname(os.__file__)), "ctypes", "")
+    stdlib = _stdlib_dir()
+    site_packages = os.path.join(os.path.realpath(sysconfig.get_paths()["purelib"]), "")
+    # id(code) -> (code, verdict): "harness" | "allowed" | "bundle" | "dynamic" (no file
+    # behind it) | "" (a library's file). By identity, not equality: code objects compare
+    # equal across files.
+    verdicts: dict[int, tuple[Any, str]] = {}
     thread_id = _thread.get_ident
     busy: set[int] = set()  # threads inside the hook (its own frame requests pass)
     asker = [""]  # the file of the code whose request was judged last
 
     def kind(code: Any) -> str:
-        verdict = verdicts.get(code)
-        if verdict is None:
-            path = os.path.realpath(code.co_filename)
-            if path.startswith(harness):
-                verdict = "harness"
-            elif path.startswith(bundle):
-                verdict = "bundle"
-            elif path.endswith(ALLOWED_FRAME_USERS):
-                verdict = "allowed"
-            else:
-                verdict = ""
-            verdicts[code] = verdict
+        held = verdicts.get(id(code))
+        if held is not None and held[0] is code:
+            return held[1]
+        path = os.path.realpath(code.co_filename)
+        if path.startswith(harness):
+            verdict = "harness" if genuine(code) else "bundle"
+        elif path.startswith(bundle):
+            verdict = "bundle"
+        elif path.endswith(ALLOWED_FRAME_USERS):
+            verdict = "allowed" if genuine(code) else "bundle"
+        elif not os.path.isfile(path):
+            verdict = "dynamic"
+        else:
+            verdict = ""
+        verdicts[id(code)] = (code, verdict)
         return verdict
+
+    def skipped(code: Any, folder: str) -> bool:
+        """Genuine code of the standard library (under ``folder``), passed over when
+        looking for who asked for ctypes or a process."""
+        path = os.path.realpath(code.co_filename)
+        return path.startswith(folder) and not path.startswith(site_packages) and genuine(code)
+
+    def bundle_below(frame: Any) -> bool:
+        while frame is not None:
+            if kind(frame.f_code) == "bundle":
+                return True
+            frame = frame.f_back
+        return False
+
+    def own_request(frame: Any) -> bool:
+        """Whether the code in ``frame`` (which asked for ctypes or a process) is the
+        bundle's own: its file, a name it cannot back, or no file at all while the bundle
+        is on the stack."""
+        verdict = kind(frame.f_code)
+        if verdict == "bundle":
+            return True
+        if verdict in ("harness", "allowed"):
+            return False
+        if verdict == "" and genuine(frame.f_code):
+            return False  # a library's own code (Triton running ptxas, say)
+        return bundle_below(frame)
 
     def refused(event: str) -> bool:
         frame = getframe(2)  # the code that asked (0: here, 1: the hook)
         asker[0] = frame.f_code.co_filename
-        first = kind(frame.f_code)
-        if event in CTYPES_EVENTS:
-            # Past ctypes' own Python code (``pythonapi.X`` looks X up from there).
-            while frame is not None and frame.f_code.co_filename.startswith(ctypes_dir):
+        if event in CTYPES_EVENTS or event in PROCESS_EVENTS:
+            # Past ctypes' own Python code (``pythonapi.X`` looks X up from there), or the
+            # standard library's (``subprocess``, ``multiprocessing``) for a process.
+            folder = ctypes_dir if event in CTYPES_EVENTS else stdlib
+            while frame is not None and skipped(frame.f_code, folder):
                 frame = frame.f_back
-            return frame is not None and kind(frame.f_code) == "bundle"
+            return frame is not None and own_request(frame)
+        first = kind(frame.f_code)
         if first in ("harness", "allowed"):
             return False
         if first == "bundle":
@@ -429,7 +499,7 @@ def deny_frame_access(*, harness_dir: str, bundle_dir: str) -> None:
         if event == "object.__getattr__":
             if len(args) < 2 or args[1] not in FRAME_ATTRIBUTES:
                 return
-        elif event not in FRAME_EVENTS and event not in CTYPES_EVENTS:
+        elif event not in FRAME_EVENTS and event not in CTYPES_EVENTS | PROCESS_EVENTS:
             return
         me = thread_id()
         if me in busy:  # the hook's own request for the asker's frame
@@ -446,6 +516,12 @@ def deny_frame_access(*, harness_dir: str, bundle_dir: str) -> None:
                     "generating code, not a kernel of the submission's own (a fallback), and it "
                     "needs frame objects, which a submission's code is not given; write the "
                     "kernel in Triton"
+                )
+            if event in PROCESS_EVENTS:
+                raise PermissionError(
+                    f"{event}: a submission's code may not start processes in an evaluation "
+                    "(work in another process escapes the profiler's attribution and the "
+                    "fallback check); compute in the evaluation process, in your own kernels"
                 )
             what = (
                 "ctypes is not available to a submission's code"

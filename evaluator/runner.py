@@ -39,6 +39,7 @@ from evaluator.sandbox import (
     Sandbox,
     SandboxError,
     SandboxPolicy,
+    foreign_processes,
     kill_tree,
     tree_rss_bytes,
 )
@@ -378,6 +379,23 @@ def _memory_exceeded(process: subprocess.Popen[bytes], sandbox: ChildSandbox | N
     )
 
 
+OWN_PROCESS_ERROR = (
+    "tampering: the submission started a process of its own ({found}); work in another "
+    "process escapes the profiler's attribution and the fallback check, so it cannot be "
+    "scored: compute in the evaluation process, in your own kernels"
+)
+
+
+def _own_processes(process: subprocess.Popen[bytes], sandbox: ChildSandbox | None) -> str | None:
+    """A message when the child has processes below it that no compiler explains."""
+    found = foreign_processes(
+        process.pid,
+        sandbox.uid if sandbox is not None else None,
+        writable=[sandbox.private_tmp] if sandbox is not None else [],
+    )
+    return OWN_PROCESS_ERROR.format(found="; ".join(found[:3])) if found else None
+
+
 def _follow(
     process: subprocess.Popen[bytes],
     fd: int,
@@ -397,10 +415,15 @@ def _follow(
     finished = False
     while True:
         left = deadline - time.monotonic()
-        over_memory = None
+        over_memory = own_process = None
         if time.monotonic() >= next_memory_check:
             next_memory_check = time.monotonic() + MEMORY_CHECK_INTERVAL_S
             over_memory = _memory_exceeded(process, sandbox)
+            own_process = _own_processes(process, sandbox)
+        if own_process:
+            _kill(process, uid)
+            outcome.tampering(own_process)
+            return
         if over_memory:
             _kill(process, uid)
             outcome.status = "runtime_error"

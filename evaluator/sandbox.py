@@ -31,6 +31,7 @@ import errno
 import json
 import os
 import pwd
+import re
 import signal
 import site
 import stat
@@ -873,10 +874,12 @@ def _proc_uid(pid: int) -> int | None:
 
 
 def descendants(session: int, uid: int | None) -> list[int]:
-    """Processes of the child's session or group, and orphans adopted by this process
-    that run as the sandbox user (a child may leave its session with setsid)."""
+    """Processes of the child's session or group, the processes below those (one that
+    left the session with setsid is still its parent's child), and orphans adopted by
+    this process that run as the sandbox user."""
     me = os.getpid()
-    found = []
+    found: set[int] = set()
+    children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -885,10 +888,94 @@ def descendants(session: int, uid: int | None) -> list[int]:
         if info is None or pid == me:
             continue
         parent, group, sid = info
+        children.setdefault(parent, []).append(pid)
         if sid == session or group == session:
-            found.append(pid)
+            found.add(pid)
         elif parent == me and uid is not None and _proc_uid(pid) == uid:
-            found.append(pid)
+            found.add(pid)
+    pending = list(found)
+    while pending:
+        for child in children.get(pending.pop(), ()):
+            if child not in found:
+                found.add(child)
+                pending.append(child)
+    return sorted(found)
+
+
+TOOLCHAIN_PROGRAMS = frozenset(
+    {"ptxas", "cc", "gcc", "g++", "c++", "clang", "clang++", "cc1", "cc1plus", "as", "ld",
+     "ld.bfd", "ld.gold", "collect2", "ldconfig", "ldconfig.real", "nvcc", "cicc", "nvlink",
+     "fatbinary", "cudafe++", "ninja", "sh", "dash", "bash"}
+)  # fmt: skip
+"""Programs a child may run below it: the compilers Triton (ptxas, a C compiler for its
+launchers) and PyTorch's extension builds (ninja, nvcc, through a shell) start. Anything
+else, a Python interpreter above all, is the submission computing in a process of its own,
+out of the profiler's and the fallback monitor's sight."""
+WRITABLE_PLACES = ("/tmp/", "/var/tmp/", "/dev/shm/")
+_PROGRAM_NAME = re.compile(
+    r"^(?:[a-z0-9_]+(?:-[a-z0-9_]+)?-linux-gnu[a-z]*-)?(?P<name>.+?)(?:-\d+(?:\.\d+)*)?$"
+)
+"""A program's name without a target prefix or a version suffix, as Debian installs the
+compilers (``x86_64-linux-gnu-gcc-12``, ``x86_64-linux-gnu-ld.bfd``)."""
+
+
+def program_name(path: str) -> str:
+    """``/usr/bin/x86_64-linux-gnu-gcc-12`` -> ``gcc``."""
+    match = _PROGRAM_NAME.match(os.path.basename(path))
+    return match.group("name") if match else os.path.basename(path)
+
+
+FORK_GRACE_S = 2.0
+"""How long a copy of the child (same program, same arguments) may live: between fork and
+exec it is still the child's image, for as long as a large process takes to fork."""
+
+
+def _identity(pid: int) -> tuple[str, bytes] | None:
+    """(program, command line) of a process, or None if it is gone or a zombie."""
+    try:
+        program = os.readlink(f"/proc/{pid}/exe")
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return program, handle.read()
+    except OSError:
+        return None
+
+
+def _age_s(pid: int) -> float | None:
+    """Seconds since the process started, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read().decode(errors="replace")
+        with open("/proc/uptime", "rb") as handle:
+            uptime = float(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    started_ticks = int(text[text.rfind(")") + 2 :].split()[19])
+    return uptime - started_ticks / os.sysconf("SC_CLK_TCK")
+
+
+def foreign_processes(
+    session: int, uid: int | None = None, *, writable: Iterable[str] = ()
+) -> list[str]:
+    """Processes below the child (``session``) that are not ``TOOLCHAIN_PROGRAMS`` run from
+    the system: each as "pid program (arguments)". A program of that name run from a folder
+    the child can write (``writable``, ``WRITABLE_PLACES``) is not the system's; a copy of
+    the child younger than ``FORK_GRACE_S`` is a fork on its way to exec a compiler."""
+    places = tuple(os.path.join(os.path.realpath(p), "") for p in writable) + WRITABLE_PLACES
+    child = _identity(session)
+    found = []
+    for pid in descendants(session, uid):
+        if pid == session:
+            continue
+        identity = _identity(pid)
+        if identity is None:
+            continue
+        program, cmdline = identity
+        if program_name(program) in TOOLCHAIN_PROGRAMS and not program.startswith(places):
+            continue
+        if identity == child and (_age_s(pid) or 0.0) < FORK_GRACE_S:
+            continue
+        command = " ".join(a.decode(errors="replace") for a in cmdline.split(b"\0") if a)
+        found.append(f"{pid} {program} ({command[:120]})")
     return found
 
 

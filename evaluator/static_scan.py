@@ -25,7 +25,9 @@ from types import ModuleType
 
 REFERENCE_MODULES = ("evaluator", "reference")
 COMPILER_MODULES = ("torch._dynamo", "torch._inductor")
-CONCURRENCY_MODULES = ("threading", "_thread", "multiprocessing", "subprocess", "ctypes")
+CONCURRENCY_MODULES = (
+    "threading", "_thread", "multiprocessing", "subprocess", "_posixsubprocess", "ctypes"
+)  # fmt: skip
 PATCHABLE_ROOTS = ("torch", "time", "triton")
 STREAM_NAMES = frozenset({"Stream", "ExternalStream", "stream", "set_stream"})
 SHELL_CALLS = frozenset(

@@ -1,21 +1,27 @@
 #!/bin/bash
-# The H200 runs owed (results/2026-12-01-h200-session5/README.md), in the order of what
+# The H200 runs owed (results/2026-12-01-h200-session6/README.md), in the order of what
 # they prove; each step alone on its GPU(s). On nvidia-h200-x2 (GPUS=2) the scale-out pair
 # runs too; on nvidia-h200 it is skipped.
 #   1. the GPU tests (harness 0.2.1: the all-streams time judged less the synchronise round
 #      trip; watched_switch launching 64 times when watched);
-#   2. repeatability: the Triton bundle over v1 twice back to back on GPU 0, start-ahead on
-#      (runs 5 and 7); run 6, start-ahead off, last and only with OFF_RUN=1;
+#   2. (RUNS=1, the default) repeatability: the Triton bundle over v1 twice back to back on
+#      GPU 0, start-ahead on (files named run5 and run7); run 6, start-ahead off, last and only
+#      with OFF_RUN=1;
 #   3. the stack on 1 then 2 GPUs, nothing beside (x2 only): the scale-out speed-up;
 #   3b. (FULL30=1, the default) the wall time of a 30-operator submission: the Triton
 #      bundle's 14 kernels and the references for the other 16 (bench/full_suite_walltime.py);
 #   4. the torch.compile baseline over v1 with what is left of $LIMIT_TOTAL seconds, every
-#      operator compiled first by 12 processes at once into one inductor cache; with
-#      COMPILE_OPERATORS=a,b only those, to be joined with the earlier file by
-#      bench/merge_baselines.py. Session 5 timed 17 operators; the other 13:
-#      mla_decode_attention,moe_align_block_size,moe_count_and_sort,moe_sum_reduce,
-#      moe_topk_gating_softmax,mrope,paged_attention_decode,per_token_group_quant_fp8,
-#      reshape_and_cache,rms_norm,silu_and_mul,topk_filter,unified_attention
+#      operator compiled first by 12 processes at once into one inductor cache (for
+#      $PRECOMPILE_S seconds, default half of what is left); with COMPILE_OPERATORS=a,b only
+#      those, to be joined with the earlier parts by bench/merge_baselines.py (shape by
+#      shape). Sessions 5 and 6 timed 23 operators (205 shapes,
+#      results/2026-12-01-h200-session6/compile-baseline-v1-merged.json); not reached:
+#      paged_attention_decode,per_token_group_quant_fp8,reshape_and_cache,rms_norm,
+#      silu_and_mul,topk_filter,unified_attention; reached in part (compiles of a minute or
+#      more a shape): attention_forward,chunk_delta_rule_output,
+#      chunk_gated_delta_rule_state,gated_delta_rule_update,mla_decode_attention.
+#      OP_DEADLINE (default 20 s) caps each operator; a shape's compilation is stopped at
+#      twice that from the operator's start.
 # Launch: PIPELINE=next.sh GPUS=2 LIMIT_TOTAL=1500 bash bench/h200_session/start.sh 555,
 # then bash bench/h200_session/poll.sh 555 within 30 s of each return.
 source "$(dirname "$0")/common.sh"
@@ -26,9 +32,11 @@ step gpu-tests 0 330 python3 -m pytest -p no:django -p no:cacheprovider --confcu
 triton_run() {  # triton_run N FLAG
   step triton-run$1 0 330 python3 -m evaluator run examples/bundles/triton-baseline --suite $SUITE --device cuda $2 --out $O/triton-v1-run$1.json --log-dir $P/logs/run$1
 }
-triton_run 5 --start-ahead
-triton_run 7 --start-ahead
-python3 bench/compare_runs.py $O/triton-v1-run5.json $O/triton-v1-run7.json > $O/compare-run5-run7.txt 2>&1
+if [ "${RUNS:-1}" = 1 ]; then
+  triton_run 5 --start-ahead
+  triton_run 7 --start-ahead
+  python3 bench/compare_runs.py $O/triton-v1-run5.json $O/triton-v1-run7.json > $O/compare-run5-run7.txt 2>&1
+fi
 if [ "${GPUS:-1}" = 2 ]; then
   step scaleout-1 0 330 python3 bench/gpu_scaleout.py --workers 1 --gpus 0 --suite $SUITE --timeout-s 310 --json $O/scaleout-1.json
   step scaleout-2 0,1 260 python3 bench/gpu_scaleout.py --workers 2 --gpus 0,1 --suite $SUITE --timeout-s 240 --history $O/triton-v1-run5.json --json $O/scaleout-2.json
@@ -38,7 +46,7 @@ if [ "${FULL30:-1}" = 1 ]; then  # a 30-operator submission: 14 Triton kernels, 
 fi
 LEFT=$(( LIMIT_TOTAL - ($(date +%s) - T0) - 20 ))
 if [ $LEFT -gt 60 ]; then
-  step compile-baseline 0 $(( LEFT + 15 )) python3 bench/reference_baseline.py --mode compile --dynamic --precompile-jobs 12 --suite $SUITE --device cuda --hardware h200-sxm --operator-deadline-s 20 --deadline-s $LEFT ${COMPILE_OPERATORS:+--operators $COMPILE_OPERATORS} --out $O/compile-baseline-v1.json
+  step compile-baseline 0 $(( LEFT + 15 )) python3 bench/reference_baseline.py --mode compile --dynamic --precompile-jobs 12 --suite $SUITE --device cuda --hardware h200-sxm --operator-deadline-s ${OP_DEADLINE:-20} --deadline-s $LEFT ${PRECOMPILE_S:+--precompile-deadline-s $PRECOMPILE_S} ${COMPILE_OPERATORS:+--operators $COMPILE_OPERATORS} --out $O/compile-baseline-v1.json
 fi
 if [ "${OFF_RUN:-0}" = 1 ] && [ $(( LIMIT_TOTAL - ($(date +%s) - T0) )) -gt 300 ]; then
   triton_run 6 --no-start-ahead

@@ -26,33 +26,49 @@ def _later_part(first: dict) -> dict:
     attention = next(e for e in first["operators"] if e["operator"] == "attention_forward")
     redone = copy.deepcopy(attention)
     for shape in redone["shapes"]:
-        shape.update(status="pass", time_ms=1.0, error=None)
+        shape.update(status="pass", time_ms=1.0, roofline_fraction=0.01, error=None)
     new = {"operator": "mla_decode_attention", "shapes": [
-        {"shape_id": "0", "weight": 1.0, "status": "pass", "time_ms": 0.5}
+        {"shape_id": "0", "weight": 1.0, "status": "pass", "time_ms": 0.5,
+         "roofline_fraction": 0.02}
     ]}  # fmt: skip
     second["operators"] = [redone, new]
     return second
 
 
-def test_later_parts_add_operators_and_replace_what_they_timed(tmp_path):
+def test_later_parts_add_operators_and_shapes_and_keep_what_earlier_ones_timed(tmp_path):
     first = json.loads(PART.read_text())
     merged = merge([first, _later_part(first)])
     by_name = {entry["operator"]: entry for entry in merged["operators"]}
     assert len(by_name) == len(first["operators"]) + 1
-    assert by_name["mla_decode_attention"]["from_part"] == 1
-    assert by_name["attention_forward"]["from_part"] == 1
-    assert {s["status"] for s in by_name["attention_forward"]["shapes"]} == {"pass"}
-    assert by_name["l2_norm"]["from_part"] == 0  # only the first part timed it
+    assert by_name["mla_decode_attention"]["from_parts"] == [1]
+    attention = by_name["attention_forward"]
+    assert {s["status"] for s in attention["shapes"]} == {"pass"}
+    assert {s["from_part"] for s in attention["shapes"]} == {1}  # the latest timing wins
+    assert attention["score_if_counted"] > 0
+    assert by_name["l2_norm"]["from_parts"] == [0]  # only the first part timed it
     assert [p["started_at"] for p in merged["parts"]] == [
         first["started_at"],
         "2026-12-02T10:00:00+00:00",
     ]
-    # A later part that timed nothing of an operator does not replace an earlier timing.
-    empty = _later_part(first)
-    for shape in empty["operators"][0]["shapes"]:
-        shape.update(status="not_run", time_ms=None)
-    again = {e["operator"]: e for e in merge([first, empty])["operators"]}
-    assert again["attention_forward"]["from_part"] == 0
+    # A later part that timed some shapes of an operator adds those and keeps the rest.
+    partial = _later_part(first)
+    redone = partial["operators"][0]["shapes"]
+    earlier = next(e for e in first["operators"] if e["operator"] == "attention_forward")
+    timed_first = {s["shape_id"] for s in earlier["shapes"] if s["status"] == "pass"}
+    assert timed_first  # session 5 timed attention_forward's first shape only
+    for shape in redone:
+        if shape["shape_id"] in timed_first or shape["shape_id"] == "5":
+            shape.update(status="not_run", time_ms=None)
+    again = {e["operator"]: e for e in merge([first, partial])["operators"]}
+    rows = {s["shape_id"]: s for s in again["attention_forward"]["shapes"]}
+    assert [s["shape_id"] for s in again["attention_forward"]["shapes"]] == [
+        s["shape_id"] for s in earlier["shapes"]
+    ]
+    for shape_id in timed_first:
+        assert rows[shape_id]["status"] == "pass" and rows[shape_id]["from_part"] == 0
+    assert rows["5"]["status"] == "not_run" and rows["5"]["from_part"] == 1
+    assert sum(s["status"] == "pass" for s in rows.values()) == len(rows) - 1
+    assert again["attention_forward"]["from_parts"] == [0, 1]
 
 
 def test_parts_of_another_baseline_are_refused(tmp_path, capsys):

@@ -1,21 +1,54 @@
-"""bench/reference_baseline.py in compile mode with a precompile pass, on the CPU (inductor's
-C++ backend): the timed pass loads every graph the warm-only process compiled."""
+"""bench/reference_baseline.py: in compile mode with a precompile pass, on the CPU (inductor's
+C++ backend), the timed pass loads every graph the warm-only process compiled; a first call
+(a compilation) that runs past its limit is stopped there."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
 
-pytestmark = pytest.mark.slow
+from reference_baseline import FirstCallDeadline, _first_call_s  # noqa: E402
 
 
+class _Busy(torch.nn.Module):
+    """A first call that takes ``seconds`` of Python work (as dynamo tracing is)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        until = time.monotonic() + self.seconds
+        while time.monotonic() < until:
+            pass
+        return x * 2
+
+
+def test_a_first_call_past_its_limit_is_stopped_there_and_the_alarm_is_put_back():
+    before = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    with pytest.raises(FirstCallDeadline, match="had not returned after 0 s"):
+        _first_call_s(_Busy(30.0), {"x": torch.ones(4)}, device="cpu", limit_s=0.2)
+    assert time.monotonic() - started < 5.0
+    assert signal.getsignal(signal.SIGALRM) is before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    # Inside its limit (or with none) the call is timed as before.
+    assert 0.05 <= _first_call_s(_Busy(0.05), {"x": torch.ones(4)}, device="cpu", limit_s=5) < 5
+    assert _first_call_s(_Busy(0.0), {"x": torch.ones(4)}, device="cpu") < 5
+
+
+@pytest.mark.slow
 def test_a_precompiled_compile_baseline_loads_every_graph_from_the_shared_cache(tmp_path):
     out = tmp_path / "compile.json"
     command = [

@@ -98,3 +98,72 @@ def test_a_lazily_filled_private_cache_is_not_tampering():
     assert watched.changes() == []
     module.synchronize = lambda: "patched"  # a replaced function still counts
     assert watched.changes() == ["fake_lib.synchronize"]
+
+
+SETTINGS_PROBE = r"""
+import sys
+import torch
+from evaluator.integrity import IntegrityGuard, TamperingError
+from evaluator.operators._moe_gemm import strict_fp32_matmul
+
+guard = IntegrityGuard()
+with strict_fp32_matmul():  # what the fused_moe reference does: no change
+    torch.ones(4, 4) @ torch.ones(4, 4)
+guard.check("after the reference")
+print("reference: no change")
+change = sys.argv[1]
+if change == "default_dtype":
+    torch.set_default_dtype(torch.float64)
+elif change == "new_api":
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+elif change == "legacy_api":
+    torch.backends.cuda.matmul.allow_tf32 = True
+try:
+    guard.check("after a call")
+except TamperingError as error:
+    print(error)
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ("default_dtype", "default_dtype (torch.float32 -> torch.float64)"),
+        ("new_api", "cuda.matmul.fp32_precision (ieee -> tf32)"),
+        ("legacy_api", "cuda.matmul.fp32_precision (ieee -> tf32)"),
+    ],
+)
+def test_a_changed_process_wide_torch_setting_is_tampering(change, named):
+    # In a process of its own: the TF32 settings cannot be put back in this one (PyTorch
+    # refuses the older API once the newer was used).
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", SETTINGS_PROBE, change],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "reference: no change", done.stdout
+    assert "tampering" in lines[1] and named in lines[1], done.stdout
+    assert "which the reference runs under too" in lines[1]
+
+
+def test_code_is_genuine_only_when_compiled_from_the_file_it_names():
+    from evaluator import child
+    from evaluator.code_origin import genuine
+
+    assert genuine(child.evaluate_shape.__code__)
+    assert genuine(IntegrityGuard.check.__code__)  # a method, nested in a class body
+    scope: dict = {}
+    forged = "def evaluate_shape(*args, **kwargs):\n    return None\n"
+    exec(compile(forged, child.__file__, "exec"), scope)
+    assert not genuine(scope["evaluate_shape"].__code__)
+    # The same source at another line, or under a name with no file, is not genuine either.
+    exec(compile("\n" * 3 + forged, child.__file__, "exec"), scope)
+    assert not genuine(scope["evaluate_shape"].__code__)
+    exec(compile(forged, "<string>", "exec"), scope)
+    assert not genuine(scope["evaluate_shape"].__code__)

@@ -456,6 +456,61 @@ def test_cuda_timer_sees_a_side_stream_the_current_stream_does_not_wait_for():
     assert result.median_s > 0.5e-3
 
 
+def _set_persisting_window(tensor: torch.Tensor | None) -> None:
+    """An L2 access policy window over ``tensor`` on the current stream (None: removed),
+    through the CUDA runtime, as a submission's native code could set it."""
+    import ctypes
+
+    from evaluator.timing import CUDART_NAMES
+
+    class Window(ctypes.Structure):
+        _fields_ = [
+            ("base_ptr", ctypes.c_void_p),
+            ("num_bytes", ctypes.c_size_t),
+            ("hitRatio", ctypes.c_float),
+            ("hitProp", ctypes.c_int),
+            ("missProp", ctypes.c_int),
+        ]
+
+    for name in CUDART_NAMES:
+        try:
+            cudart = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    limit_persisting_l2, attribute_access_policy_window = 0x06, 1
+    size = 0 if tensor is None else tensor.numel() * tensor.element_size()
+    assert cudart.cudaDeviceSetLimit(limit_persisting_l2, ctypes.c_size_t(size)) == 0
+    window = Window(0 if tensor is None else tensor.data_ptr(), size, 1.0, 2, 1)
+    value = (ctypes.c_byte * 64)()  # cudaStreamAttrValue, a union
+    ctypes.memmove(value, ctypes.byref(window), ctypes.sizeof(window))
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    assert cudart.cudaStreamSetAttribute(stream, attribute_access_policy_window, value) == 0
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_timer_resets_lines_marked_persisting_in_l2_before_each_call():
+    from evaluator.timing import CudaTimer
+
+    x = torch.randn(4096, 2048, device="cuda", dtype=torch.bfloat16)  # 16 MiB, read once a call
+    honest = CudaTimer().measure(lambda: x.sum(dim=-1), budget_s=0.3).median_s
+    _set_persisting_window(x)
+    try:
+        unreset_timer = CudaTimer()
+        unreset_timer._reset_persisting_l2 = None  # what the flush alone would leave in L2
+        unreset = unreset_timer.measure(lambda: x.sum(dim=-1), budget_s=0.3).median_s
+        timed = CudaTimer().measure(lambda: x.sum(dim=-1), budget_s=0.3).median_s
+    finally:
+        _set_persisting_window(None)
+    figures = (
+        f"honest {honest * 1e6:.1f} us, window kept {unreset * 1e6:.1f} us, "
+        f"reset {timed * 1e6:.1f} us"
+    )
+    print(figures)
+    assert timed >= 0.8 * honest, figures
+
+
 def test_timer_converges_on_the_median_despite_rare_slow_calls():
     import itertools
     import statistics as stats

@@ -11,15 +11,19 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
+from evaluator import sandbox as sandbox_module
 from evaluator.runner import run_bundle
 from evaluator.sandbox import (
     Sandbox,
     SandboxError,
     SandboxPolicy,
+    foreign_processes,
+    kill_tree,
     untraversable_ancestors,
 )
 
@@ -213,8 +217,9 @@ def test_untraversable_ancestors_are_found(tmp_path):
 
 @root_only
 def test_compilation_happens_inside_the_sandbox(tmp_path):
-    """A candidate that builds native code at import (as a C++/CUDA extension or Triton's
-    JIT does) runs its compiler as the sandbox user, without network, in its private tmp."""
+    """A candidate that builds native code at import (a Python extension, through a build
+    library, as torch's extension builder or Triton's JIT does) runs the compiler as the
+    sandbox user, without network, in its private tmp; the code it built runs there too."""
     if not any(Path(d, "cc").exists() for d in os.environ.get("PATH", "").split(os.pathsep)):
         pytest.skip("no C compiler")
     bundle = tmp_path / "bundle"
@@ -222,30 +227,47 @@ def test_compilation_happens_inside_the_sandbox(tmp_path):
     (bundle / "rms_norm.py").write_text(
         textwrap.dedent(
             '''
-            """Builds and runs a small native program at import, then reports what it saw."""
+            """Builds a small extension at import, imports it, reports what it saw."""
+            import importlib.util
             import os
-            import subprocess
+            import sysconfig
             import tempfile
 
+            from setuptools._distutils import ccompiler
+
             SOURCE = r"""
-            #include <stdio.h>
+            #include <Python.h>
             #include <unistd.h>
             #include <sys/socket.h>
             #include <netinet/in.h>
             #include <arpa/inet.h>
-            int main(void) {
+            static PyObject *probe(PyObject *self, PyObject *args) {
                 int s = socket(AF_INET, SOCK_STREAM, 0);
                 struct sockaddr_in a = {0};
                 a.sin_family = AF_INET; a.sin_port = htons(5432);
                 inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-                printf("uid=%d connect=%d", getuid(), connect(s, (void *)&a, sizeof a));
-                return 0;
+                int connected = connect(s, (void *)&a, sizeof a);
+                return PyUnicode_FromFormat("uid=%d connect=%d", (int)getuid(), connected);
             }
+            static PyMethodDef methods[] = {{"probe", probe, METH_NOARGS, NULL}, {NULL}};
+            static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "probe", NULL, -1, methods};
+            PyMODINIT_FUNC PyInit_probe(void) { return PyModule_Create(&module); }
             """
-            out = os.path.join(tempfile.gettempdir(), "probe")
-            subprocess.run(["cc", "-x", "c", "-", "-o", out], input=SOURCE.encode(), check=True)
-            seen = subprocess.run([out], capture_output=True, text=True).stdout
-            raise RuntimeError(f"built in {tempfile.gettempdir()}: {seen}")
+            tmp = tempfile.gettempdir()
+            source = os.path.join(tmp, "probe.c")
+            with open(source, "w") as handle:
+                handle.write(SOURCE)
+            compiler = ccompiler.new_compiler()
+            objects = compiler.compile(
+                [source], output_dir=tmp, include_dirs=[sysconfig.get_paths()["include"]],
+                extra_preargs=["-fPIC"],
+            )
+            library = os.path.join(tmp, "probe" + sysconfig.get_config_var("EXT_SUFFIX"))
+            compiler.link_shared_object(objects, library)
+            spec = importlib.util.spec_from_file_location("probe", library)
+            probe = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(probe)
+            raise RuntimeError(f"built in {tmp}: {probe.probe()}")
 
 
             class Model:
@@ -275,9 +297,12 @@ def test_a_process_that_leaves_its_session_is_still_killed(tmp_path):
     bundle.mkdir()
     token = sleep_token()
     (bundle / "rms_norm.py").write_text(
-        '"""Starts a daemon in a session of its own, then fails."""\n'
-        "import subprocess\n"
-        f'subprocess.Popen(["sleep", "{token}"], start_new_session=True)\n'
+        '"""Starts a daemon in a session of its own (through multiprocessing\'s spawn helper:\n'
+        'subprocess is refused to a submission), then fails."""\n'
+        "import os, shutil\n"
+        "from multiprocessing import util\n"
+        'setsid = os.fsencode(shutil.which("setsid"))\n'
+        f'util.spawnv_passfds(setsid, ["setsid", "sleep", "{token}"], ())\n'
         'raise RuntimeError("left a daemon behind")\n'
         "class Model:\n    pass\n"
     )
@@ -289,7 +314,9 @@ def test_a_process_that_leaves_its_session_is_still_killed(tmp_path):
         log_dir=tmp_path / "logs",
         sandbox_policy=SandboxPolicy(mode="required"),
     )
-    assert "left a daemon behind" in results["operators"][0]["error"]
+    error = results["operators"][0]["error"]
+    # The import fails at once; the runner's process watch may see the daemon first.
+    assert "left a daemon behind" in error or "started a process of its own" in error, error
     assert survivors(token) == []
 
 
@@ -303,3 +330,64 @@ def test_an_unknown_sandbox_user_is_reported_or_refused(tmp_path):
     with pytest.raises(SandboxError) as caught:
         Sandbox(policy=SandboxPolicy(mode="required", user="no-such-user-atrex"), scratch=tmp_path)
     assert "ATREX_SANDBOX_USER" in caught.value.message
+
+
+PROCESS_TREE = """
+import os, subprocess, sys, time
+token, ptxas = sys.argv[1], sys.argv[2]
+subprocess.Popen(["sleep", token])
+subprocess.Popen(["setsid", "sleep", token])  # leaves the session, stays in the tree
+subprocess.Popen([ptxas, token])  # a compiler's name, run from a writable folder
+subprocess.Popen(["gcc", "-x", "c", "-o", "/dev/null", "-"], stdin=subprocess.PIPE)
+if os.fork() == 0:  # a copy of this process that has not exec'd (yet)
+    time.sleep(60)
+    os._exit(0)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_processes_below_a_child_that_no_compiler_explains_are_named(tmp_path, monkeypatch):
+    token = sleep_token()
+    ptxas = tmp_path / "ptxas"
+    ptxas.write_bytes(Path("/bin/sleep").read_bytes())
+    ptxas.chmod(0o755)
+    leader = subprocess.Popen(
+        [sys.executable, "-c", PROCESS_TREE, token, str(ptxas)],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert leader.stdout.readline() == b"ready\n"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until gcc has started cc1 and each sleep runs
+            found = foreign_processes(leader.pid)
+            if len([f for f in found if token in f]) >= 3 and any(
+                "cc1" in line for line in _cmdlines_below(leader.pid)
+            ):
+                break
+            time.sleep(0.1)
+        found = foreign_processes(leader.pid)
+        assert len([f for f in found if "/sleep (sleep " + token in f]) == 2, found
+        assert any(f"{ptxas} ({ptxas} {token})" in f for f in found), found
+        assert not any("gcc" in f or "cc1" in f for f in found), found
+        assert not any("python" in f.split()[1] for f in found), found
+        # The copy that has not exec'd is named once it is older than a fork takes.
+        monkeypatch.setattr(sandbox_module, "FORK_GRACE_S", 0.0)
+        python = os.path.realpath(sys.executable)
+        copies = [f for f in foreign_processes(leader.pid) if f.split()[1] == python]
+        assert len(copies) == 1, copies
+    finally:
+        kill_tree(leader.pid)
+        leader.wait(timeout=10)
+    assert survivors(token) == []  # the one that left the session was killed too
+
+
+def _cmdlines_below(session: int) -> list[str]:
+    lines = []
+    for pid in sandbox_module.descendants(session, None):
+        try:
+            lines.append(Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"))
+        except OSError:
+            continue
+    return lines

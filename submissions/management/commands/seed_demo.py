@@ -27,27 +27,29 @@ MEASURED = [
         "hence fallback.",
     },
     {
-        "path": "results/2026-12-01-h200/triton-v1-run1.json",
+        "path": "results/2026-12-01-h200-session6/triton-v1-run8.json",
         "suite": "atrex-bench-v1",
         "hardware": "h200-sxm",
         "title": "Triton baseline (14 memory-bound operators), H200",
         "dsl": "triton",
         "note": "examples/bundles/triton-baseline measured over the whole atrex-bench v1 suite "
         "on an NVIDIA H200 (driver 580.159.04, torch 2.11, triton 3.6) on 2026-12-01 by "
-        "python -m evaluator run --device cuda (default 1 s per-shape budget, sandbox with "
-        "every protection active; 307 s). Its 16 missing operators score 0.",
+        "python -m evaluator run --device cuda (harness 0.2.1, default 1 s per-shape budget, "
+        "sandbox with every protection active; 150 s; a second run back to back scored 0.5 % "
+        "lower). Its 16 missing operators score 0.",
     },
     {
-        "path": "results/2026-12-01-h200-session5/compile-baseline-v1.json",
+        "path": "results/2026-12-01-h200-session6/compile-baseline-v1-merged.json",
         "suite": "atrex-bench-v1",
         "hardware": "h200-sxm",
         "title": "torch.compile (the reference, compiled), H200",
         "dsl": "pytorch",
         "note": "Measured on an NVIDIA H200 (driver 580.159.04, torch 2.11, triton 3.6) on "
         "2026-12-01 by bench/reference_baseline.py --mode compile --dynamic "
-        "--precompile-jobs 12; every shape is PyTorch (inductor), hence fallback. Partial: "
-        "17 of 30 operators, 171 of 440 shapes timed before its 15-minute limit; the rest "
-        "are missing, and speedups over torch.compile use the shapes it timed.",
+        "--precompile-jobs 12 in two parts (bench/merge_baselines.py); every shape is "
+        "PyTorch (inductor), hence fallback. Partial: 23 of 30 operators, 205 of 440 shapes "
+        "timed within the two parts' 15- and 17-minute limits; the rest are missing, and "
+        "speedups over torch.compile use the shapes it timed.",
     },
     {
         "path": "results/2026-11-29-h200/triton-baseline-v0.1-h200.json",

@@ -224,9 +224,21 @@ def test_fork_bomb_is_stopped_and_the_next_operator_runs(tmp_path):
     token = sleep_token()
     bundle = hostile_bundle("fork_bomb", tmp_path, {"sleep": token})
     results = evaluate(bundle, tmp_path, operators=["rms_norm", "silu_and_mul"], max_processes=64)
-    assert_failed(results, "rms_norm", "compile_error", "fork bomb stopped after", "temporarily")
+    assert_fork_bomb_stopped(results)
     assert_honest_passes(results, "silu_and_mul")
     assert survivors(token) == []  # every sleeping child was killed
+
+
+def assert_fork_bomb_stopped(results: dict) -> None:
+    """Stopped by the process limit (the import fails), or first by the runner's watch over
+    the child's processes (a ``sleep`` is no compiler): whichever comes first."""
+    error = entry(results, "rms_norm")["error"] or ""
+    if "started a process of its own" in error:
+        assert_failed(results, "rms_norm", "runtime_error", "tampering", "/sleep")
+    else:
+        assert_failed(
+            results, "rms_norm", "compile_error", "fork bomb stopped after", "temporarily"
+        )
 
 
 def test_filling_the_disk_is_stopped_by_file_size_and_tmp_size(tmp_path):
@@ -309,7 +321,7 @@ def test_one_run_survives_several_hostile_operators(tmp_path):
     assert results["error"] is None
     assert [e["operator"] for e in results["operators"]] == OPERATORS_IN_SUITE_ORDER
     assert_failed(results, "fused_add_rms_norm", "runtime_error", "segmentation fault")
-    assert_failed(results, "rms_norm", "compile_error", "fork bomb")
+    assert_fork_bomb_stopped(results)
     assert_honest_passes(results, "silu_and_mul")
     assert survivors(token) == []
 
