@@ -49,7 +49,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
-from torch._dynamo.utils import counters
 
 from evaluator.environment import collect_environment
 from evaluator.hardware import get_profile
@@ -167,6 +166,8 @@ def warm_reference(
 
 
 def _inductor_cache() -> dict[str, int]:
+    from torch._dynamo.utils import counters  # imports triton: only where compile mode runs
+
     inductor = counters["inductor"]
     return {"hits": inductor["fxgraph_cache_hit"], "misses": inductor["fxgraph_cache_miss"]}
 

@@ -22,4 +22,5 @@ passing shape is measured: processes the submission starts (refused by the audit
 any other process below the child that is not a compiler fails the operator), a changed
 PyTorch process-wide setting the reference also runs under (tampering), and code that
 names the harness's or a library's file without being compiled from it (treated as the
-submission's)."""
+submission's); with the submission's code on the stack only the harness's own frame users,
+by identity, get frames."""

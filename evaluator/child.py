@@ -636,11 +636,16 @@ def run_job(
 
     variants = variants_of(job)  # taken before the candidate exists
     bundle_dir = Path(job["bundle_dir"])
+    from evaluator.fallback import FRAME_USER_CODES
     from evaluator.integrity import confine_bundle_code
 
     # From here on the bundle's code gets no frame objects (they lead to the harness's), no
     # ctypes and no processes of its own.
-    confine_bundle_code(harness_dir=str(Path(__file__).parent), bundle_dir=str(bundle_dir))
+    confine_bundle_code(
+        harness_dir=str(Path(__file__).parent),
+        bundle_dir=str(bundle_dir),
+        frame_users=FRAME_USER_CODES,
+    )
     try:
         module = import_candidate(bundle_dir / job["module_path"], job["operator"], bundle_dir)
     except BaseException as exc:  # the candidate's import failed, whatever it raised

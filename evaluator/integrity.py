@@ -392,11 +392,18 @@ def _stdlib_dir() -> str:
     return os.path.join(os.path.realpath(sysconfig.get_paths()["stdlib"]), "")
 
 
-def confine_bundle_code(*, harness_dir: str, bundle_dir: str) -> None:
+def confine_bundle_code(
+    *, harness_dir: str, bundle_dir: str, frame_users: Iterable[Any] = ()
+) -> None:
     """From now on, refuse frame objects to code of the bundle (``bundle_dir``) and to
-    anything it calls, except the harness (``harness_dir``) and ``ALLOWED_FRAME_USERS``;
-    and ctypes (``CTYPES_EVENTS``) and process creation (``PROCESS_EVENTS``) to the
-    bundle's own code.
+    anything it calls, except the harness's ``frame_users`` (code objects, by identity) and
+    ``ALLOWED_FRAME_USERS``; and ctypes (``CTYPES_EVENTS``) and process creation
+    (``PROCESS_EVENTS``) to the bundle's own code.
+
+    Only those code objects of the harness (``harness_dir``) get frames while the bundle is
+    on the stack: a submission can rebuild any other function of the harness from its code
+    object (``types.FunctionType`` with globals and closure cells of its own) and have the
+    frame handed to a callable it chose; these hand on no frame.
 
     A request is refused (ValueError, which the standard library's own users of frames,
     such as ``collections.namedtuple``, already tolerate) when the requesting code is
@@ -416,21 +423,25 @@ def confine_bundle_code(*, harness_dir: str, bundle_dir: str) -> None:
     ctypes_dir = os.path.join(os.path.realpath(os.path.dirname(os.__file__)), "ctypes", "")
     stdlib = _stdlib_dir()
     site_packages = os.path.join(os.path.realpath(sysconfig.get_paths()["purelib"]), "")
-    # id(code) -> (code, verdict): "harness" | "allowed" | "bundle" | "dynamic" (no file
-    # behind it) | "" (a library's file). By identity, not equality: code objects compare
-    # equal across files.
+    # id(code) -> (code, verdict): "harness" (a frame user) | "allowed" | "bundle" |
+    # "dynamic" (no file behind it) | "" (a library's file, or the harness's other code). By
+    # identity, not equality: code objects compare equal across files.
     verdicts: dict[int, tuple[Any, str]] = {}
     thread_id = _thread.get_ident
     busy: set[int] = set()  # threads inside the hook (its own frame requests pass)
     asker = [""]  # the file of the code whose request was judged last
+
+    users = {id(code): code for code in frame_users}
 
     def kind(code: Any) -> str:
         held = verdicts.get(id(code))
         if held is not None and held[0] is code:
             return held[1]
         path = os.path.realpath(code.co_filename)
-        if path.startswith(harness):
-            verdict = "harness" if genuine(code) else "bundle"
+        if users.get(id(code)) is code:
+            verdict = "harness"
+        elif path.startswith(harness):
+            verdict = "" if genuine(code) else "bundle"  # the harness's other code: a library's
         elif path.startswith(bundle):
             verdict = "bundle"
         elif path.endswith(ALLOWED_FRAME_USERS):

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
+
+# Triton code run in this process (the evaluator's and the examples' tests) runs in the
+# interpreter; this must be set before triton is first imported here, whichever test
+# module imports it first (torch._dynamo, say, imports triton).
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_report_header(config) -> list[str]:
