@@ -855,14 +855,22 @@ def _read_report(fd: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------- watching
 
 
-def _proc_stat(pid: int) -> tuple[int, int, int] | None:
-    """(parent pid, process group, session) of a process, or None if it is gone."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``fields[0]`` is the
+    state), or None if the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             text = handle.read().decode(errors="replace")
     except OSError:
         return None
-    fields = text[text.rfind(")") + 2 :].split()
+    return text[text.rfind(")") + 2 :].split()
+
+
+def _proc_stat(pid: int) -> tuple[int, int, int] | None:
+    """(parent pid, process group, session) of a process, or None if it is gone."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return None
     return int(fields[1]), int(fields[2]), int(fields[3])
 
 
@@ -942,15 +950,15 @@ def _identity(pid: int) -> tuple[str, bytes] | None:
 
 def _age_s(pid: int) -> float | None:
     """Seconds since the process started, or None if it is gone."""
+    fields = _stat_fields(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            text = handle.read().decode(errors="replace")
         with open("/proc/uptime", "rb") as handle:
             uptime = float(handle.read().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    started_ticks = int(text[text.rfind(")") + 2 :].split()[19])
-    return uptime - started_ticks / os.sysconf("SC_CLK_TCK")
+    if fields is None:
+        return None
+    return uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
 def foreign_processes(
