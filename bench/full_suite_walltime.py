@@ -4,7 +4,8 @@ No bundle of this repository implements all 30 operators with kernels of its own
 writes one whose every operator is the evaluator's own PyTorch reference (each module
 subclasses it): a fallback on every shape, scored 0, but evaluated exactly like any
 submission (fresh sandboxed child per operator, validation variants, correctness trials
-under the fallback profiler, timing of candidate and reference). Then it runs
+under the fallback profiler; since harness 0.2.3 a fallback is not timed, as it scores 0
+whatever its speed). Then it runs
 ``python -m evaluator run`` on it and prints where the time went:
 
     python3 bench/full_suite_walltime.py --suite atrex-bench-v1 --device cuda \\

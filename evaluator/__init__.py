@@ -5,7 +5,7 @@ This package's ``__init__`` imports nothing, so that the light modules (bundle,
 suite, hardware, roofline, scoring, errors) can be used by the web side without torch.
 """
 
-HARNESS_VERSION = "0.2.2"
+HARNESS_VERSION = "0.2.3"
 """Results of different versions were measured differently. 0.2.0 (2026-12-01): each timed
 call's launch cover checked and grown, convergence on the median's standard error, timed
 calls far faster than watched ones made fallbacks, the next operator's child started ahead.
@@ -23,4 +23,7 @@ any other process below the child that is not a compiler fails the operator), a 
 PyTorch process-wide setting the reference also runs under (tampering), and code that
 names the harness's or a library's file without being compiled from it (treated as the
 submission's); with the submission's code on the stack only the harness's own frame users,
-by identity, get frames."""
+by identity, get frames. 0.2.3 (2026-12-01): a correct shape whose own-kernel share is
+under the suite's threshold (a fallback, scored 0) is not timed (no time, speedup or
+roofline fraction in its row); the GPU machine's compiler wrapper (``gcc-real``) counts as
+a compiler."""

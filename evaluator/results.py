@@ -109,6 +109,8 @@ def shape_entry(
             f"own kernels (threshold {threshold_own_share:.0%}); the rest: "
             f"{_describe_ops(measured.get('top_ops') or [])}"
         )
+        if measured.get("not_timed"):
+            error += " (not timed: a fallback scores 0 whatever its speed)"
     elif status == "pass" and measured.get("unwatched_error"):
         # Its timed calls ran far faster than its watched ones (evaluator.child): the share
         # was measured on another path than the one timed.

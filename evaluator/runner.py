@@ -39,6 +39,7 @@ from evaluator.sandbox import (
     Sandbox,
     SandboxError,
     SandboxPolicy,
+    descendants,
     foreign_processes,
     kill_tree,
     tree_rss_bytes,
@@ -366,11 +367,14 @@ class ChildStarter:
             self._next = None  # raised again, at its turn, by take()
 
 
-def _memory_exceeded(process: subprocess.Popen[bytes], sandbox: ChildSandbox | None) -> str | None:
-    """A message when the child's processes together hold more memory than allowed."""
+def _memory_exceeded(
+    process: subprocess.Popen[bytes], sandbox: ChildSandbox | None, pids: list[int]
+) -> str | None:
+    """A message when the child's processes (``pids``) together hold more memory than
+    allowed."""
     if sandbox is None or not sandbox.policy.memory_bytes:
         return None
-    used = tree_rss_bytes(process.pid, sandbox.uid)
+    used = tree_rss_bytes(process.pid, sandbox.uid, pids=pids)
     if used <= sandbox.policy.memory_bytes:
         return None
     return (
@@ -386,12 +390,16 @@ OWN_PROCESS_ERROR = (
 )
 
 
-def _own_processes(process: subprocess.Popen[bytes], sandbox: ChildSandbox | None) -> str | None:
-    """A message when the child has processes below it that no compiler explains."""
+def _own_processes(
+    process: subprocess.Popen[bytes], sandbox: ChildSandbox | None, pids: list[int]
+) -> str | None:
+    """A message when the child has processes below it (``pids``) that no compiler
+    explains."""
     found = foreign_processes(
         process.pid,
         sandbox.uid if sandbox is not None else None,
         writable=[sandbox.private_tmp] if sandbox is not None else [],
+        pids=pids,
     )
     return OWN_PROCESS_ERROR.format(found="; ".join(found[:3])) if found else None
 
@@ -418,8 +426,9 @@ def _follow(
         over_memory = own_process = None
         if time.monotonic() >= next_memory_check:
             next_memory_check = time.monotonic() + MEMORY_CHECK_INTERVAL_S
-            over_memory = _memory_exceeded(process, sandbox)
-            own_process = _own_processes(process, sandbox)
+            tree = descendants(process.pid, uid)  # one walk of /proc serves both watches
+            over_memory = _memory_exceeded(process, sandbox, tree)
+            own_process = _own_processes(process, sandbox, tree)
         if own_process:
             _kill(process, uid)
             outcome.tampering(own_process)
@@ -532,6 +541,7 @@ def _job(
     device: str,
     seed: int,
     time_budget_s: float | None,
+    threshold_own_share: float,
     operator_source: Mapping[str, Any] | None = None,
     validation_variants: bool = True,
 ) -> dict[str, Any]:
@@ -542,6 +552,8 @@ def _job(
         "device": device,
         "seed": seed,
         "time_budget_s": time_budget_s,
+        # A correct shape under it is a fallback, scored 0: the child does not time it.
+        "threshold_own_share": threshold_own_share,
         "validation_variants": validation_variants,
         "shapes": [
             {
@@ -643,6 +655,7 @@ def _evaluate_operator(
             device=device,
             seed=seed,
             time_budget_s=time_budget_s,
+            threshold_own_share=threshold,
             operator_source=operator_source,
             validation_variants=validation_variants,
         )

@@ -912,8 +912,8 @@ def descendants(session: int, uid: int | None) -> list[int]:
 
 TOOLCHAIN_PROGRAMS = frozenset(
     {"ptxas", "cc", "gcc", "g++", "c++", "clang", "clang++", "cc1", "cc1plus", "as", "ld",
-     "ld.bfd", "ld.gold", "collect2", "ldconfig", "ldconfig.real", "nvcc", "cicc", "nvlink",
-     "fatbinary", "cudafe++", "ninja", "sh", "dash", "bash"}
+     "ld.bfd", "ld.gold", "collect2", "ldconfig", "nvcc", "cicc", "nvlink",
+     "fatbinary", "cudafe++", "ninja", "lto-wrapper", "lto1", "sh", "dash", "bash"}
 )  # fmt: skip
 """Programs a child may run below it: the compilers Triton (ptxas, a C compiler for its
 launchers) and PyTorch's extension builds (ninja, nvcc, through a shell) start. Anything
@@ -921,10 +921,13 @@ else, a Python interpreter above all, is the submission computing in a process o
 out of the profiler's and the fallback monitor's sight."""
 WRITABLE_PLACES = ("/tmp/", "/var/tmp/", "/dev/shm/")
 _PROGRAM_NAME = re.compile(
-    r"^(?:[a-z0-9_]+(?:-[a-z0-9_]+)?-linux-gnu[a-z]*-)?(?P<name>.+?)(?:-\d+(?:\.\d+)*)?$"
+    r"^(?:[a-z0-9_]+(?:-[a-z0-9_]+)?-linux-gnu[a-z]*-)?(?P<name>.+?)(?:-\d+(?:\.\d+)*)?"
+    r"(?:[-.]real)?$"
 )
-"""A program's name without a target prefix or a version suffix, as Debian installs the
-compilers (``x86_64-linux-gnu-gcc-12``, ``x86_64-linux-gnu-ld.bfd``)."""
+"""A program's name without a target prefix, a version suffix or the ``-real``/``.real`` of
+the binary behind a wrapper script, as Debian installs the compilers
+(``x86_64-linux-gnu-gcc-12``, ``x86_64-linux-gnu-ld.bfd``, ``ldconfig.real``) and as the GPU
+machine's ``/opt/gcc/bin/gcc`` runs ``gcc-real``."""
 
 
 def program_name(path: str) -> str:
@@ -962,16 +965,21 @@ def _age_s(pid: int) -> float | None:
 
 
 def foreign_processes(
-    session: int, uid: int | None = None, *, writable: Iterable[str] = ()
+    session: int,
+    uid: int | None = None,
+    *,
+    writable: Iterable[str] = (),
+    pids: Iterable[int] | None = None,
 ) -> list[str]:
     """Processes below the child (``session``) that are not ``TOOLCHAIN_PROGRAMS`` run from
     the system: each as "pid program (arguments)". A program of that name run from a folder
     the child can write (``writable``, ``WRITABLE_PLACES``) is not the system's; a copy of
-    the child younger than ``FORK_GRACE_S`` is a fork on its way to exec a compiler."""
+    the child younger than ``FORK_GRACE_S`` is a fork on its way to exec a compiler.
+    ``pids``: the child's tree as :func:`descendants` listed it, if the caller has it."""
     places = tuple(os.path.join(os.path.realpath(p), "") for p in writable) + WRITABLE_PLACES
     child = _identity(session)
     found = []
-    for pid in descendants(session, uid):
+    for pid in descendants(session, uid) if pids is None else pids:
         if pid == session:
             continue
         identity = _identity(pid)
@@ -987,11 +995,14 @@ def foreign_processes(
     return found
 
 
-def tree_rss_bytes(session: int, uid: int | None = None) -> int:
-    """Resident memory of every process of a child's tree, in bytes."""
+def tree_rss_bytes(
+    session: int, uid: int | None = None, *, pids: Iterable[int] | None = None
+) -> int:
+    """Resident memory of every process of a child's tree (``pids``, else as
+    :func:`descendants` lists it now), in bytes."""
     page = os.sysconf("SC_PAGE_SIZE")
     total = 0
-    for pid in descendants(session, uid):
+    for pid in descendants(session, uid) if pids is None else pids:
         try:
             with open(f"/proc/{pid}/statm", "rb") as handle:
                 total += int(handle.read().split()[1]) * page

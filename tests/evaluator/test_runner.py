@@ -157,6 +157,10 @@ def test_pytorch_eager_is_all_fallback_and_scores_zero(tiny_suite, tmp_path):
             assert shape["status"] == "fallback"
             assert shape["own_kernel_share"] < 0.8
             assert "aten." in shape["error"]
+            # Scored 0 whatever its speed: not timed, and the error says so.
+            assert "not timed" in shape["error"]
+            assert shape["time_ms"] is None and shape["reference_time_ms"] is None
+            assert shape["reps"] is None and shape["wall_s"]["timing"] == 0.0
     assert results["scores"]["aggregate"] == 0
     assert results["scores"]["fallback_rate"] == 1.0
     assert results["scores"]["apparent_pass_rate"] == 1.0
