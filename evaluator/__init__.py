@@ -26,4 +26,5 @@ submission's); with the submission's code on the stack only the harness's own fr
 by identity, get frames. 0.2.3 (2026-12-01): a correct shape whose own-kernel share is
 under the suite's threshold (a fallback, scored 0) is not timed (no time, speedup or
 roofline fraction in its row); the GPU machine's compiler wrapper (``gcc-real``) counts as
-a compiler."""
+a compiler; floating outputs are compared in chunks (same verdicts and figures, a bounded
+share of memory: the largest block_scaled_mm output ran out of the H200's memory)."""

@@ -177,42 +177,77 @@ def compare_tensors(
     return result
 
 
+# Elements per chunk of a floating comparison: each float64 temporary of a chunk is 128 MiB
+# whatever the output's size. In one piece the comparison held about 20 output-sized float64
+# temporaries at once: 125 GiB for block_scaled_mm's largest output (704,512 x 2,048 fp32),
+# out of GPU memory on the H200 (results/2026-12-01-h200-session7).
+FLOAT_CHUNK_ELEMENTS = 1 << 24
+
+
 def _compare_floating(
     reference: torch.Tensor, candidate: torch.Tensor, *, policy: CorrectnessPolicy, where: str
 ) -> Comparison:
-    ref = reference.detach().to(torch.float64)
-    cand = candidate.detach().to(torch.float64)
-    if ref.numel() == 0:
+    total = reference.numel()
+    if total == 0:
         return Comparison(True)
-    ref_finite = torch.isfinite(ref)
-    cand_finite = torch.isfinite(cand)
-    # Non-finite reference entries must be matched exactly (same inf, or NaN for NaN).
-    same_nonfinite = (torch.isnan(ref) & torch.isnan(cand)) | (~ref_finite & (ref == cand))
-    bad_nonfinite = (~cand_finite & ref_finite) | (~ref_finite & ~same_nonfinite)
-    safe_ref = torch.where(ref_finite, ref, torch.zeros_like(ref))
-    safe_cand = torch.where(cand_finite, cand, torch.zeros_like(cand))
-    abs_error = (safe_cand - safe_ref).abs()
-    scale = float(safe_ref.abs().max())
+    ref_flat = reference.detach().reshape(-1)
+    cand_flat = candidate.detach().reshape(-1)
+    chunks = [
+        slice(start, min(total, start + FLOAT_CHUNK_ELEMENTS))
+        for start in range(0, total, FLOAT_CHUNK_ELEMENTS)
+    ]
+    # The tolerance's scale is the reference's largest finite magnitude, over all chunks.
+    scale = 0.0
+    for chunk in chunks:
+        ref = ref_flat[chunk].to(torch.float64)
+        scale = max(scale, float(torch.where(torch.isfinite(ref), ref, 0.0).abs().max()))
     atol = max(policy.atol_floor, policy.atol_scale * scale)
-    bad = bad_nonfinite | (ref_finite & (abs_error > atol + policy.rtol * safe_ref.abs()))
-    bad_count = int(bad.sum())
-    share = bad_count / ref.numel()
-    max_abs_error = float("inf") if bool(bad_nonfinite.any()) else float(abs_error.max())
-    limit = atol + policy.rtol * safe_ref.abs()
-    # Where the rule is exact (a zero limit), an exact element uses none of it.
-    ratio = torch.where(limit > 0, abs_error / limit.clamp_min(1e-300), abs_error * float("inf"))
-    used = float(ratio.nan_to_num(nan=0.0).mean())
+    bad_count = 0
+    any_bad_nonfinite = False
+    largest_error = 0.0
+    used_sum = 0.0
+    worst, worst_key = 0, 0.0
+    for chunk in chunks:
+        ref = ref_flat[chunk].to(torch.float64)
+        cand = cand_flat[chunk].to(torch.float64)
+        ref_finite = torch.isfinite(ref)
+        cand_finite = torch.isfinite(cand)
+        # Non-finite reference entries must be matched exactly (same inf, or NaN for NaN).
+        same_nonfinite = (torch.isnan(ref) & torch.isnan(cand)) | (~ref_finite & (ref == cand))
+        bad_nonfinite = (~cand_finite & ref_finite) | (~ref_finite & ~same_nonfinite)
+        safe_ref = torch.where(ref_finite, ref, 0.0)
+        abs_error = (torch.where(cand_finite, cand, 0.0) - safe_ref).abs()
+        del ref, cand, same_nonfinite
+        limit = atol + policy.rtol * safe_ref.abs()
+        del safe_ref
+        bad = bad_nonfinite | (ref_finite & (abs_error > limit))
+        bad_count += int(bad.sum())
+        any_bad_nonfinite = any_bad_nonfinite or bool(bad_nonfinite.any())
+        largest_error = max(largest_error, float(abs_error.max()))
+        # Where the rule is exact (a zero limit), an exact element uses none of it.
+        ratio = torch.where(
+            limit > 0, abs_error / limit.clamp_min(1e-300), abs_error * float("inf")
+        )
+        used_sum += float(ratio.nan_to_num(nan=0.0).sum())
+        del ratio, limit
+        key = torch.where(bad, abs_error.nan_to_num(posinf=1e308) + 1, 0.0)
+        index = int(key.argmax())
+        if float(key[index]) > worst_key:  # the first of the largest, as one argmax finds
+            worst, worst_key = chunk.start + index, float(key[index])
+        del key, bad, abs_error, bad_nonfinite, ref_finite, cand_finite
+    share = bad_count / total
+    max_abs_error = float("inf") if any_bad_nonfinite else largest_error
+    used = used_sum / total
     if share <= policy.max_mismatch_share:
         return Comparison(True, None, max_abs_error, share, used)
-    worst = int(torch.where(bad, abs_error.nan_to_num(posinf=1e308) + 1, 0).argmax())
-    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), ref.shape))
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), reference.shape))
     detail = (
-        f"max abs error {max_abs_error:.4g}; {bad_count} of {ref.numel()} elements "
+        f"max abs error {max_abs_error:.4g}; {bad_count} of {total} elements "
         f"({share:.2%}) outside |cand - ref| <= {atol:.3g} + {policy.rtol:.3g}*|ref|; "
-        f"worst at {index}: reference {float(ref.flatten()[worst]):.6g}, "
-        f"candidate {float(cand.flatten()[worst]):.6g}"
+        f"worst at {index}: reference {float(ref_flat[worst]):.6g}, "
+        f"candidate {float(cand_flat[worst]):.6g}"
     )
-    if bool(bad_nonfinite.any()):
+    if any_bad_nonfinite:
         detail = f"NaN/Inf where the reference is finite; {detail}"
     return Comparison(False, f"{where}: {detail}", max_abs_error, share, used)
 
@@ -600,6 +635,9 @@ def check_shape(
             return ShapeCorrectness(
                 False, total.error, total.max_abs_error, total.mismatch_share, trial + 1
             )
+        # Freed before the next trial's call, not when its names are rebound after it: at
+        # the largest outputs a trial's tensors are tens of GB.
+        del candidate_inputs, candidate_output, returned, inputs, reference_output
     return ShapeCorrectness(
         True, None, total.max_abs_error, total.mismatch_share, count, total.mean_tolerance_used
     )

@@ -336,3 +336,48 @@ def test_mean_tolerance_use_separates_rounding_from_a_drift(reference_output):
     drifted = compare(reference_output, (reference_output.float() * 1.012).to(torch.bfloat16))
     assert honest.ok and drifted.ok
     assert honest.mean_tolerance_used < 0.3 < drifted.mean_tolerance_used
+
+
+def _with_flaws(reference: torch.Tensor) -> torch.Tensor:
+    """A float32 answer with rounding noise, a few large errors (the largest twice, so the
+    worst element is a tie that the first occurrence wins), a NaN and an infinity."""
+    noise = torch.randn(reference.shape, generator=torch.Generator().manual_seed(5))
+    candidate = reference * (1 + 1e-4 * noise)
+    flat = candidate.view(-1)
+    flat[3] += 5.0
+    flat[[40, 77]] = reference.view(-1)[[40, 77]] + 9.0  # exactly 9 off: the reference is 0
+    flat[50] = float("nan")
+    flat[61] = float("inf")
+    return candidate
+
+
+@pytest.mark.parametrize("flawed", [False, True])
+def test_a_floating_comparison_in_chunks_equals_one_in_a_piece(monkeypatch, flawed):
+    # Chunked so that an output of any size compares in bounded memory; the verdict, the
+    # error figures and the worst element named must not depend on the chunk size.
+    from evaluator import correctness
+
+    reference = torch.randn((9, 11), generator=torch.Generator().manual_seed(4))
+    reference.view(-1)[[0, 20]] = torch.tensor([float("inf"), float("nan")])  # matched below
+    reference.view(-1)[[40, 77]] = 0.0
+    candidate = _with_flaws(reference) if flawed else reference.clone()
+    candidate.view(-1)[[0, 20]] = reference.view(-1)[[0, 20]]
+    policy = correctness.CorrectnessPolicy(rtol=2.0**-8, atol_scale=1e-3, max_mismatch_share=0.01)
+    results = []
+    for chunk in (1 << 24, 7, 1):
+        monkeypatch.setattr(correctness, "FLOAT_CHUNK_ELEMENTS", chunk)
+        results.append(compare_outputs(reference, candidate, policy=policy, shape_id="c"))
+    whole = results[0]
+    assert whole.ok is (not flawed)
+    if flawed:
+        assert "NaN/Inf where the reference is finite" in whole.error
+        assert "worst at (3, 7)" in whole.error  # flat index 40: the first of the two 9.0s
+        assert whole.max_abs_error == float("inf")
+    for chunked in results[1:]:
+        assert (chunked.ok, chunked.error, chunked.max_abs_error) == (
+            whole.ok,
+            whole.error,
+            whole.max_abs_error,
+        )
+        assert chunked.mismatch_share == whole.mismatch_share
+        assert chunked.mean_tolerance_used == pytest.approx(whole.mean_tolerance_used, rel=1e-12)
