@@ -345,7 +345,7 @@ def fallback_not_timed(
     threshold, so it is a ``fallback`` (``evaluator.results.shape_entry``) and scores 0
     whatever its speed. Timing it (at least 10 calls of the candidate and 10 of the
     reference) was most of the wall time of a submission with PyTorch in it: 434 of 758 s
-    on the H200 for 20 operators, 13 of them references (results/2026-12-01-h200-session7)."""
+    on the H200 for 20 operators, 12 of them references (results/2026-12-01-h200-session7)."""
     threshold = job.get("threshold_own_share")
     if own_share is None or threshold is None or own_share >= float(threshold):
         return None
