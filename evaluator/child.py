@@ -39,6 +39,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+# Light (no torch) and bound at import, before any candidate code runs in this process.
+from evaluator.results import under_own_share_threshold
+
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 TRACEBACK_TAIL_CHARS = 4000
 MAC_CHARS = 64
@@ -286,9 +289,8 @@ def evaluate_shape(
         )
         record["warnings"].extend(fallback.warnings)
         phases["checks"] = round(_clock() - started, 4)
-        not_timed = fallback_not_timed(shape_id, fallback.own_kernel_share, job)
-        if not_timed:
-            record.update(status="pass", not_timed=not_timed)  # the runner makes it a fallback
+        if fallback_not_timed(fallback.own_kernel_share, job):
+            record.update(status="pass", not_timed=True)  # the runner makes it a fallback
             phases["timing"] = 0.0
             return record
         timed = _time_shape(
@@ -338,22 +340,15 @@ def evaluate_shape(
     return record
 
 
-def fallback_not_timed(
-    shape_id: str, own_share: float | None, job: Mapping[str, Any]
-) -> str | None:
-    """Why a correct shape is not timed, or None: its own-kernel share is under the suite's
-    threshold, so it is a ``fallback`` (``evaluator.results.shape_entry``) and scores 0
-    whatever its speed. Timing it (at least 10 calls of the candidate and 10 of the
-    reference) was most of the wall time of a submission with PyTorch in it: 434 of 758 s
-    on the H200 for 20 operators, 12 of them references (results/2026-12-01-h200-session7)."""
+def fallback_not_timed(own_share: float | None, job: Mapping[str, Any]) -> bool:
+    """Whether a correct shape goes untimed: its own-kernel share is under the suite's
+    threshold, so it is a ``fallback`` (``evaluator.results.shape_entry``, which says so in
+    its error) and scores 0 whatever its speed. Timing it (at least 10 calls of the
+    candidate and 10 of the reference) was most of the wall time of a submission with
+    PyTorch in it: 434 of 758 s on the H200 for 20 operators, 12 of them references
+    (results/2026-12-01-h200-session7)."""
     threshold = job.get("threshold_own_share")
-    if own_share is None or threshold is None or own_share >= float(threshold):
-        return None
-    return (
-        f"shape {shape_id}: not timed: {own_share:.0%} of its calls was the submission's own "
-        f"kernels (threshold {float(threshold):.0%}), so it is a fallback and scores 0 "
-        "whatever its speed"
-    )
+    return threshold is not None and under_own_share_threshold(own_share, float(threshold))
 
 
 UNWATCHED_SPEEDUP_LIMIT = {"cuda": 2.0, "cpu": 5.0}

@@ -55,6 +55,13 @@ def finite_or_none(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def under_own_share_threshold(own_share: Any, threshold: float) -> bool:
+    """Whether a correct shape with this own-kernel share is a ``fallback``: one test for
+    the child (which does not time such a shape) and for :func:`shape_entry`."""
+    share = finite_or_none(own_share)
+    return share is not None and share < threshold
+
+
 def _ms(seconds: Any) -> float | None:
     value = finite_or_none(seconds)
     return None if value is None else value * 1e3
@@ -102,7 +109,7 @@ def shape_entry(
     time_s = finite_or_none(measured.get("time_s"))
     reference_s = finite_or_none(measured.get("reference_time_s"))
     own_share = finite_or_none(measured.get("own_kernel_share"))
-    if status == "pass" and own_share is not None and own_share < threshold_own_share:
+    if status == "pass" and under_own_share_threshold(own_share, threshold_own_share):
         status = "fallback"
         error = (
             f"shape {shape.shape_id}: only {own_share:.0%} of the call is the submission's "
