@@ -1,28 +1,28 @@
 #!/bin/bash
-# The H200 runs owed (results/2026-12-01-h200-session7/README.md), in the order of what
-# they prove; each step alone on its GPU(s). On nvidia-h200-x2 (GPUS=2) the scale-out pair
-# runs too; on nvidia-h200 it is skipped.
-#   1. the GPU tests (session 7: 33 of 33 with harness 0.2.2 once the machine's gcc-real
-#      wrapper counted as a compiler);
+# The H200 runs of a session (results/2026-12-02-h200-session8/README.md has the last), in
+# the order of what they prove; each step alone on its GPU(s). On nvidia-h200-x2 (GPUS=2)
+# the scale-out pair runs too; on nvidia-h200 it is skipped.
+#   1. the GPU tests (session 8: 33 of 33 with harness 0.2.3);
 #   2. (RUNS=1) repeatability: the Triton bundle over v1 twice back to back on GPU 0,
 #      start-ahead on (files named run5 and run7; met in session 6, 0.5 %); run 6,
 #      start-ahead off, last and only with OFF_RUN=1;
 #   3. the stack on 1 then 2 GPUs, nothing beside (x2 only): the scale-out speed-up;
 #   3b. (FULL30=1, the default) the wall time of a 30-operator submission: the Triton
 #      bundle's 14 kernels and the references for the other 16 (bench/full_suite_walltime.py),
-#      within FULL30_S seconds (default 600, the goal). Session 7 (0.2.2, fallbacks timed):
-#      cut at 760 s after 20 operators, 434 s of it timing fallbacks; 0.2.3 does not time
-#      them (estimated ~325 s for those 20). The evaluator's checkpoint keeps a cut run;
+#      within FULL30_S seconds (default 600, the goal). Session 8 (0.2.3, fallbacks not
+#      timed): all 30 in 571 s. The evaluator's checkpoint keeps a cut run;
 #   3c. (DOBENCH=1, the default) the harness's timer against triton.testing.do_bench on the
-#      largest memory-bound shape of each of the Triton bundle's operators (last measured
-#      2026-11-29, before the 0.2 timer);
+#      largest memory-bound shape of each of the Triton bundle's operators, plain and on the
+#      call captured in a CUDA graph (session 8: all 11 large shapes within 2.25 % of the
+#      graph figure);
 #   4. the torch.compile baseline over v1 with what is left of $LIMIT_TOTAL seconds, every
 #      operator compiled first by 12 processes at once into one inductor cache (for
 #      $PRECOMPILE_S seconds, default half of what is left); with COMPILE_OPERATORS=a,b only
 #      those, to be joined with the earlier parts by bench/merge_baselines.py (shape by
 #      shape). Sessions 5-7 timed 315 shapes (22 operators in full,
-#      results/2026-12-01-h200-session7/compile-baseline-v1-merged.json); not reached:
-#      paged_attention_decode, unified_attention; in part (minutes of compilation a shape):
+#      results/2026-12-01-h200-session7/compile-baseline-v1-merged.json); session 8:
+#      paged_attention_decode and unified_attention do not compile within 80 s a shape; in
+#      part (minutes of compilation a shape):
 #      attention_forward, chunk_delta_rule_output, chunk_gated_delta_rule_state,
 #      gated_delta_rule_update, mla_decode_attention, per_token_group_quant_fp8 (inductor's
 #      fp8 code does not build on triton 3.6).

@@ -16,6 +16,9 @@ from .conftest import TRITON_BASELINE, load_model_module
 MEDIUM_SHAPES = [
     ("l2_norm", {"hidden_size": 2048}, {"num_tokens": 9, "hidden_size": 2048}),
     ("layer_norm", {}, {"shape": [40, 1, 1152]}),
+    # several rows a program (8 at hidden 128, 2 at 300): a last program half full
+    ("rms_norm", {"eps": 1e-6}, {"token_count": 13, "hidden_size": 128}),
+    ("rms_norm", {"eps": 1e-5}, {"token_count": 7, "hidden_size": 300}),
     ("gated_rms_norm", {}, {"rows": 300, "hidden_size": 128}),
     (
         "gated_rms_norm",

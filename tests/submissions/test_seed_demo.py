@@ -47,8 +47,8 @@ def test_seed_demo_publishes_the_examples_on_the_default_board(settings):
     # The H200 run of the Triton baseline over v1, published with its provenance.
     measured = examples.get(title="Triton baseline (14 memory-bound operators), H200")
     assert measured.status == Submission.Status.PUBLISHED
-    assert measured.hardware.slug == "h200-sxm" and "2026-12-01" in measured.notes
-    assert "harness 0.2.1" in measured.notes
+    assert measured.hardware.slug == "h200-sxm" and "2026-12-02" in measured.notes
+    assert "harness 0.2.3" in measured.notes
     scored = {op for op, score in measured.score.operator_scores.items() if score > 0}
     assert {"rms_norm", "silu_and_mul", "reshape_and_cache"} <= scored
     assert len(scored) == 14 and measured.score.fallback_rate == 0.0
