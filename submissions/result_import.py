@@ -73,9 +73,11 @@ def _baseline_as_results(report: dict) -> dict:
 
 
 def _pad_unmeasured(results: dict, suite_version: SuiteVersion) -> None:
-    """Enter every scored shape of the suite that a baseline report does not hold (an
+    """Enter every shape of the report's shape set (the suite's scored shapes, or its smoke
+    shapes for a report measured on those) that a baseline report does not hold (an
     operator its run never reached) as ``missing``, so that its rates count the whole
-    suite, as an evaluator's results do."""
+    set, as an evaluator's results do."""
+    smoke_set = (results.get("suite") or {}).get("shape_set") == "smoke"
     present = {
         (operator["operator"], str(shape["shape_id"]))
         for operator in results["operators"]
@@ -83,7 +85,9 @@ def _pad_unmeasured(results: dict, suite_version: SuiteVersion) -> None:
     }
     by_operator = {operator["operator"]: operator for operator in results["operators"]}
     for shape in suite_version.definition["shapes"]:
-        if shape.get("smoke") or (shape["operator"], str(shape["shape_id"])) in present:
+        if bool(shape.get("smoke")) != smoke_set:
+            continue
+        if (shape["operator"], str(shape["shape_id"])) in present:
             continue
         entry = by_operator.get(shape["operator"])
         if entry is None:

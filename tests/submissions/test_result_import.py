@@ -156,3 +156,51 @@ def test_speedup_over_torch_compile_joins_the_compile_baseline(catalogue, user, 
     assert triton.score.geomean_speedup_eager == pytest.approx(
         triton.runs.get().results["scores"]["geomean_speedup_eager"]
     )
+
+
+def test_a_baseline_measured_on_the_smoke_shapes_is_padded_with_smoke_shapes_only(catalogue, user):
+    """A CPU board's torch.compile row (measured at ``make demo`` on the smoke shapes): an
+    operator it did not reach is missing at its smoke shapes, and the suite's scored shapes,
+    which no CPU evaluation runs, are not entered."""
+    suite = load_suite("atrex-bench-v0.1")
+    operators = list(suite.operator_slugs())
+    smoke = {op: suite.shapes_for(op, "smoke") for op in operators}
+    report = {
+        "what": "torch.compile of the PyTorch reference of every operator, timed by the "
+        "evaluator's timer",
+        "mode": "compile",
+        "suite": {"slug": suite.slug, "hash": suite.content_hash, "shape_set": "smoke"},
+        "environment": {"device": "cpu", "harness_version": "0.2.3"},
+        "operators": [
+            {
+                "operator": op,
+                "shapes": [
+                    {
+                        "shape_id": s.shape_id,
+                        "weight": s.weight,
+                        "status": "pass",
+                        "time_ms": 0.1,
+                        "t_sol_ms": 0.001,
+                        "roofline_fraction": 0.01,
+                    }
+                    for s in smoke[op]
+                ],
+            }  # fmt: skip
+            for op in operators[1:]  # the first operator not reached
+        ],
+    }
+    submission = submission_import_results(
+        owner=user,
+        report=report,
+        suite_version=catalogue,
+        hardware=HardwareProfile.objects.get(slug="cpu-dev"),
+        title="torch.compile, CPU",
+        provenance_note="this machine",
+    )
+    run = submission.runs.get()
+    total = sum(len(shapes) for shapes in smoke.values())
+    assert run.shape_results.count() == total
+    missing = run.shape_results.filter(status="missing")
+    assert set(missing.values_list("operator", flat=True)) == {operators[0]}
+    assert missing.count() == len(smoke[operators[0]])
+    assert run.shape_results.filter(status="fallback").count() == total - missing.count()

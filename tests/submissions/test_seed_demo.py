@@ -5,6 +5,7 @@ published; the H200 results are imported with their provenance."""
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 
 import pytest
@@ -54,7 +55,9 @@ def test_seed_demo_publishes_the_examples_on_the_default_board(settings):
     assert len(scored) == 14 and measured.score.fallback_rate == 0.0
     # The H200 torch.compile baseline over v1 (partial): all fallback, and the Triton row
     # gets its speedup over torch.compile from the shapes both timed.
-    compiled = examples.get(title="torch.compile (the reference, compiled), H200")
+    compiled = examples.get(
+        title="torch.compile (the reference, compiled), H200", suite_version__version="v1"
+    )
     assert compiled.status == Submission.Status.PUBLISHED
     assert compiled.manifest == {"baseline": "torch.compile"}
     # 315 of the 440 shapes timed in three parts (fallback, as every torch.compile shape),
@@ -65,6 +68,51 @@ def test_seed_demo_publishes_the_examples_on_the_default_board(settings):
     measured.score.refresh_from_db()
     assert measured.score.geomean_speedup_compile is not None
     assert measured.score.geomean_speedup_compile > 1.0
+    # v0.1 on the H200: the v1 run's 112 shapes of v0.1's three operators (the same shapes).
+    compiled_v01 = examples.get(
+        title="torch.compile (the reference, compiled), H200",
+        suite_version__version="v0.1",
+    )
+    assert compiled_v01.hardware.slug == "h200-sxm"
+    assert compiled_v01.score.fallback_rate == 1.0
+    assert compiled_v01.score.run.shape_results.count() == 112
+    triton_v01 = examples.get(title="Triton baseline (one row per program), H200")
+    triton_v01.score.refresh_from_db()
+    assert triton_v01.score.geomean_speedup_compile > 1.0
+    # The default (CPU) board: torch.compile measured here, at the smoke shapes the CPU
+    # examples ran, and the CPU Triton row's speedup over it.
+    compiled_here = examples.get(
+        manifest__baseline="torch.compile",
+        suite_version=triton.suite_version,
+        hardware__device_kind="cpu",
+    )
+    assert compiled_here.status == Submission.Status.PUBLISHED
+    smoke_total = sum(len(load_suite(settings.ATREX["DEFAULT_SUITE"]).shapes_for(op, "smoke"))
+                      for op in default_ops)  # fmt: skip
+    assert compiled_here.score.run.shape_results.count() == smoke_total
+    assert compiled_here.score.fallback_rate == 1.0
+    assert "make demo" in compiled_here.notes
+    triton.score.refresh_from_db()
+    assert triton.score.geomean_speedup_compile is not None
     before = examples.count()
     call_command("seed_demo")  # idempotent: nothing is entered twice
     assert Submission.objects.filter(owner__username="atrex-examples").count() == before
+
+
+def test_a_run_of_one_suite_stands_for_another_only_where_their_shapes_are_the_same(tmp_path):
+    from evaluator.suite import Suite
+    from submissions.management.commands.seed_demo import same_shapes_problem
+
+    ops = ["fused_add_rms_norm", "rms_norm", "silu_and_mul"]
+    assert same_shapes_problem("atrex-bench-v1", "atrex-bench-v0.1", ops) is None
+    assert "l2_norm is not in both" in same_shapes_problem(
+        "atrex-bench-v1", "atrex-bench-v0.1", ["l2_norm"]
+    )
+    data = load_suite("atrex-bench-v0.1").to_dict()
+    data.pop("content_hash")
+    changed = next(s for s in data["shapes"] if s["operator"] == "rms_norm" and not s.get("smoke"))
+    changed["input_kwargs"] = {**changed["input_kwargs"], "token_count": 7}
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(Suite.from_dict(data).to_dict()))
+    assert same_shapes_problem(str(edited), "atrex-bench-v0.1", ["silu_and_mul"]) is None
+    assert "rms_norm's shapes" in same_shapes_problem(str(edited), "atrex-bench-v0.1", ["rms_norm"])

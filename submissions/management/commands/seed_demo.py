@@ -5,6 +5,8 @@ Idempotent: a bundle already submitted by the examples account (same content) is
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand
@@ -13,6 +15,10 @@ from submissions import services
 from submissions.demo import DEMO_BUNDLES, EXAMPLE_BUNDLES_DIR, zip_folder
 from submissions.models import Submission
 from submissions.result_import import submission_import_results
+
+COMPILE_DEADLINE_S = 300
+"""How long the CPU torch.compile baseline may take (about 35 s for v0.1's nine smoke shapes
+on a 2-core machine)."""
 
 # GPU results committed under results/, shown on the boards of their suite and hardware.
 MEASURED = [
@@ -56,6 +62,20 @@ MEASURED = [
         "missing, and speedups over torch.compile use the shapes it timed.",
     },
     {
+        "path": "results/2026-12-01-h200-session7/compile-baseline-v1-merged.json",
+        "suite": "atrex-bench-v0.1",
+        "hardware": "h200-sxm",
+        "measured_on": "atrex-bench-v1",
+        "operators": ["fused_add_rms_norm", "rms_norm", "silu_and_mul"],
+        "title": "torch.compile (the reference, compiled), H200",
+        "dsl": "pytorch",
+        "note": "The three v0.1 operators of the atrex-bench v1 torch.compile run on an NVIDIA "
+        "H200 (driver 580.159.04, torch 2.11, triton 3.6; sessions 5-7, 2026-12-01, "
+        "bench/reference_baseline.py --mode compile --dynamic): v0.1's 112 shapes are v1's "
+        "shapes of these operators, same ids and arguments (checked when imported), and all "
+        "112 were timed. Every shape is PyTorch (inductor), hence fallback.",
+    },
+    {
         "path": "results/2026-11-29-h200/triton-baseline-v0.1-h200.json",
         "suite": "atrex-bench-v0.1",
         "hardware": "h200-sxm",
@@ -75,6 +95,28 @@ MEASURED = [
         "python -m evaluator run --device cuda: own-kernel share 0, hence fallback.",
     },
 ]
+
+
+def same_shapes_problem(measured_on: str, shown_on: str, operators: list[str]) -> str | None:
+    """Why a run of suite ``measured_on`` may not stand for ``shown_on`` at these operators
+    (their scored shapes differ in ids, arguments or weights), or None when they are the
+    same."""
+    from evaluator.suite import load_suite
+
+    measured, shown = load_suite(measured_on), load_suite(shown_on)
+    for operator in operators:
+
+        def shapes(suite, operator=operator):
+            return {
+                str(s.shape_id): (s.init_kwargs, s.input_kwargs, s.weight)
+                for s in suite.shapes_for(operator, "full")
+            }
+
+        if operator not in shown.operator_slugs() or operator not in measured.operator_slugs():
+            return f"{operator} is not in both {measured_on} and {shown_on}"
+        if shapes(measured) != shapes(shown):
+            return f"{operator}'s shapes in {measured_on} are not those of {shown_on}"
+    return None
 
 
 class Command(BaseCommand):
@@ -109,7 +151,76 @@ class Command(BaseCommand):
             submission.refresh_from_db()
             self.stdout.write(f"{folder_name}: {submission.status} {submission.error_message}")
         self._import_measured(owner)
+        self._compile_baseline_here(owner)
         self._propose_from_traces()
+
+    def _compile_baseline_here(self, owner) -> None:
+        """The default board's torch.compile row when that board is a CPU one: the
+        references through torch.compile, timed on this machine at the suite's smoke shapes
+        (as the examples above were evaluated) by bench/reference_baseline.py, which runs
+        in a process of its own (inductor's compiler workers stay out of this one)."""
+        import json
+        import subprocess
+        import sys
+        import tempfile
+
+        from django.conf import settings
+
+        from leaderboard import selectors
+        from leaderboard.models import HardwareProfile
+        from leaderboard.services import COMPILE_BASELINE
+
+        suite = selectors.suite_version_pick(slug=None)
+        hardware = selectors.hardware_pick(slug=None)
+        if suite is None or hardware is None:
+            self.stderr.write("torch.compile on this CPU: no default suite or hardware")
+            return
+        if hardware.device_kind != HardwareProfile.DeviceKind.CPU:
+            return  # a GPU board's torch.compile row comes from a GPU run (MEASURED)
+        title = f"torch.compile (the reference, compiled), {hardware.name}"
+        if Submission.objects.filter(
+            owner=owner, suite_version=suite, hardware=hardware, manifest__baseline=COMPILE_BASELINE
+        ).exists():
+            self.stdout.write(f"{title}: already measured")
+            return
+        with tempfile.TemporaryDirectory() as folder:
+            out = f"{folder}/compile-baseline.json"
+            command = [
+                sys.executable, str(settings.BASE_DIR / "bench" / "reference_baseline.py"),
+                "--mode", "compile", "--dynamic", "--device", "cpu", "--shape-set", "smoke",
+                "--suite", suite.slug, "--hardware", hardware.slug,
+                "--deadline-s", str(COMPILE_DEADLINE_S), "--out", out,
+            ]  # fmt: skip
+            self.stdout.write(f"{title}: measuring on this machine …")
+            try:
+                finished = subprocess.run(
+                    command, capture_output=True, text=True, timeout=COMPILE_DEADLINE_S + 120
+                )
+            except subprocess.TimeoutExpired:
+                self.stderr.write(f"{title}: not measured: still running after the deadline")
+                return
+            if finished.returncode != 0:
+                tail = (finished.stderr or finished.stdout).strip().splitlines()[-3:]
+                self.stderr.write(f"{title}: not measured: " + " / ".join(tail))
+                return
+            report = json.loads(Path(out).read_text())
+        environment = report.get("environment") or {}
+        submission = submission_import_results(
+            owner=owner,
+            report=report,
+            suite_version=suite,
+            hardware=hardware,
+            title=title,
+            dsl="pytorch",
+            provenance_note=(
+                f"Measured by `make demo` on this machine's CPU ({environment.get('device_name')}, "
+                f"torch {environment.get('torch')}) at {report.get('started_at', '')[:19]} by "
+                "bench/reference_baseline.py --mode compile --dynamic --shape-set smoke; every "
+                "shape is PyTorch (inductor's C++), hence fallback. A development figure, "
+                "never comparable with a GPU board."
+            ),
+        )
+        self.stdout.write(f"{title}: #{submission.pk} {submission.status}")
 
     def _propose_from_traces(self) -> None:
         """The H200 traces under results/traces/ and a draft of v1 proposed from them."""
@@ -127,15 +238,26 @@ class Command(BaseCommand):
         from leaderboard import selectors
 
         for item in MEASURED:
-            if Submission.objects.filter(owner=owner, title=item["title"]).exists():
-                self.stdout.write(f"{item['title']}: already imported")
-                continue
+            board = f"{item['title']} ({item['suite']} / {item['hardware']})"
             suite = selectors.suite_version_pick(slug=item["suite"])
             hardware = selectors.hardware_pick(slug=item["hardware"])
             if suite is None or suite.slug != item["suite"] or hardware is None:
-                self.stderr.write(f"{item['title']}: {item['suite']} / {item['hardware']} missing")
+                self.stderr.write(f"{board}: {item['suite']} / {item['hardware']} missing")
+                continue
+            if Submission.objects.filter(
+                owner=owner, title=item["title"], suite_version=suite, hardware=hardware
+            ).exists():
+                self.stdout.write(f"{board}: already imported")
                 continue
             report = json.loads((settings.BASE_DIR / item["path"]).read_text())
+            if "operators" in item:
+                problem = same_shapes_problem(item["measured_on"], item["suite"], item["operators"])
+                if problem:
+                    self.stderr.write(f"{board}: not imported: {problem}")
+                    continue
+                report["operators"] = [
+                    entry for entry in report["operators"] if entry["operator"] in item["operators"]
+                ]
             submission = submission_import_results(
                 owner=owner,
                 report=report,
