@@ -267,4 +267,4 @@ class Command(BaseCommand):
                 dsl=item["dsl"],
                 provenance_note=item["note"],
             )
-            self.stdout.write(f"{item['title']}: #{submission.pk} {submission.status}")
+            self.stdout.write(f"{board}: #{submission.pk} {submission.status}")
