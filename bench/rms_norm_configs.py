@@ -12,6 +12,7 @@ marking the bundle's own choice (``launch_config``) and the best.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -49,20 +50,6 @@ def pick_shapes(suite, ids: list[str] | None):
         if hidden not in largest or moved > largest[hidden].q_read + largest[hidden].q_write:
             largest[hidden] = shape
     return [largest[h] for h in sorted(largest)]
-
-
-def launcher(kernel, flat, weight, out, eps, rows, warps):
-    """One launch of the kernel over ``flat`` with this configuration."""
-    n_rows, hidden = flat.shape
-    block = triton.next_power_of_2(hidden)
-
-    def launch():
-        kernel[(triton.cdiv(n_rows, rows),)](
-            flat, weight, out, n_rows, flat.stride(0), out.stride(0), hidden, eps,
-            BLOCK=block, ROWS=rows, num_warps=warps,
-        )  # fmt: skip
-
-    return launch
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
                 if rows * block > MAX_TILE:
                     continue
                 out = torch.empty_like(flat)
-                launch = launcher(module._rms_norm_kernel, flat, weight, out, eps, rows, warps)
+                launch = functools.partial(
+                    module.launch, flat, weight, out, eps, (block, rows, warps)
+                )
                 with torch.inference_mode():
                     launch()
                     error = (out.float() - expected.reshape(-1, hidden)).abs().max().item()

@@ -55,6 +55,25 @@ def launch_config(hidden: int) -> tuple[int, int, int]:
     return block, rows, num_warps
 
 
+def launch(rows: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, eps: float, config) -> None:
+    """Normalise the 2-D ``rows`` into ``out`` with ``config`` = (BLOCK, ROWS, num_warps)."""
+    block, rows_per_program, num_warps = config
+    n_rows, hidden = rows.shape
+    _rms_norm_kernel[(triton.cdiv(n_rows, rows_per_program),)](
+        rows,
+        weight,
+        out,
+        n_rows,
+        rows.stride(0),
+        out.stride(0),
+        hidden,
+        eps,
+        BLOCK=block,
+        ROWS=rows_per_program,
+        num_warps=num_warps,
+    )
+
+
 class Model(nn.Module):
     def __init__(self, eps: float = 1e-6) -> None:
         super().__init__()
@@ -64,20 +83,6 @@ class Model(nn.Module):
         hidden = x.shape[-1]
         rows = x.reshape(-1, hidden)
         out = torch.empty_like(rows)
-        n_rows = rows.shape[0]
-        if n_rows > 0:
-            block, rows_per_program, num_warps = launch_config(hidden)
-            _rms_norm_kernel[(triton.cdiv(n_rows, rows_per_program),)](
-                rows,
-                weight,
-                out,
-                n_rows,
-                rows.stride(0),
-                out.stride(0),
-                hidden,
-                self.eps,
-                BLOCK=block,
-                ROWS=rows_per_program,
-                num_warps=num_warps,
-            )
+        if rows.shape[0] > 0:
+            launch(rows, weight, out, self.eps, launch_config(hidden))
         return out.view(x.shape)
