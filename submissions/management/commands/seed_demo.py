@@ -97,6 +97,14 @@ MEASURED = [
 ]
 
 
+def _scored_shapes(suite, operator: str) -> dict[str, tuple]:
+    """Shape id -> (init kwargs, input kwargs, weight) of an operator's scored shapes."""
+    return {
+        str(s.shape_id): (s.init_kwargs, s.input_kwargs, s.weight)
+        for s in suite.shapes_for(operator, "full")
+    }
+
+
 def same_shapes_problem(measured_on: str, shown_on: str, operators: list[str]) -> str | None:
     """Why a run of suite ``measured_on`` may not stand for ``shown_on`` at these operators
     (their scored shapes differ in ids, arguments or weights), or None when they are the
@@ -105,16 +113,9 @@ def same_shapes_problem(measured_on: str, shown_on: str, operators: list[str]) -
 
     measured, shown = load_suite(measured_on), load_suite(shown_on)
     for operator in operators:
-
-        def shapes(suite, operator=operator):
-            return {
-                str(s.shape_id): (s.init_kwargs, s.input_kwargs, s.weight)
-                for s in suite.shapes_for(operator, "full")
-            }
-
         if operator not in shown.operator_slugs() or operator not in measured.operator_slugs():
             return f"{operator} is not in both {measured_on} and {shown_on}"
-        if shapes(measured) != shapes(shown):
+        if _scored_shapes(measured, operator) != _scored_shapes(shown, operator):
             return f"{operator}'s shapes in {measured_on} are not those of {shown_on}"
     return None
 
