@@ -3,7 +3,6 @@ history of the best score, the suite definition download, and plotly's JavaScrip
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import dataclass
 from datetime import date
@@ -24,6 +23,7 @@ from django.http import (
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from atrex_site.csv_export import write_rows
 from evaluator.hardware import HardwareProfile as HardwareSpec
 from evaluator.roofline import t_sol_seconds
 from submissions.models import ShapeResult, Submission
@@ -308,13 +308,16 @@ def board_download(request: HttpRequest, fmt: str) -> HttpResponse:
         response = JsonResponse(body, encoder=DjangoJSONEncoder)
         return _attachment(response, f"{stem}.json")
     response = HttpResponse(content_type="text/csv; charset=utf-8")
-    writer = csv.writer(response)
-    writer.writerow(BOARD_FIELDS + [f"op:{slug}" for slug in slugs])
-    for record in records:
-        writer.writerow(
+    header = BOARD_FIELDS + [f"op:{slug}" for slug in slugs]
+    write_rows(
+        response,
+        [header]
+        + [
             [record[field] for field in BOARD_FIELDS]
             + [record["operator_scores"].get(slug) for slug in slugs]
-        )
+            for record in records
+        ],
+    )
     return _attachment(response, f"{stem}.csv")
 
 

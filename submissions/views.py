@@ -3,7 +3,6 @@ history with curation), the owner's list, downloads (upload, per-shape results).
 
 from __future__ import annotations
 
-import csv
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -12,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
 from agents import selectors as agent_selectors
+from atrex_site.csv_export import write_rows
 from leaderboard import charts
 from leaderboard import selectors as board_selectors
 
@@ -202,9 +202,7 @@ def submission_results_download(request: HttpRequest, pk: int, fmt: str) -> Http
         response: HttpResponse = JsonResponse(body)
     else:
         response = HttpResponse(content_type="text/csv; charset=utf-8")
-        writer = csv.DictWriter(response, fieldnames=RESULT_FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+        write_rows(response, [RESULT_FIELDS, *([row[f] for f in RESULT_FIELDS] for row in rows)])
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 

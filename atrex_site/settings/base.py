@@ -70,6 +70,18 @@ TEMPLATES = [
 ]
 
 
+# The web process, the worker and the reaper write to one SQLite file. WAL lets readers
+# run beside the writer; "timeout" makes a writer wait for the lock; and IMMEDIATE takes
+# the write lock when a transaction begins. Without it a transaction that read first and
+# then writes (an admin publish, an upload) fails at once with "database is locked" when
+# another process wrote in between, since SQLite cannot wait to upgrade a stale snapshot.
+SQLITE_OPTIONS = {
+    "timeout": 30,
+    "init_command": "PRAGMA journal_mode=WAL;",
+    "transaction_mode": "IMMEDIATE",
+}
+
+
 def _database_from_env() -> dict:
     """``DATABASE_URL`` (PostgreSQL in production), else SQLite under ``VAR_DIR``."""
     default_sqlite = f"sqlite:///{VAR_DIR / 'atrex.sqlite3'}"
@@ -77,11 +89,7 @@ def _database_from_env() -> dict:
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # SQLite cannot create the folder of its file; this is the one thing settings create.
         Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)
-        # The web process and the worker write to one file: wait for the lock instead of
-        # failing, and use WAL so readers never block the writer.
-        config.setdefault("OPTIONS", {}).update(
-            {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"}
-        )
+        config.setdefault("OPTIONS", {}).update(SQLITE_OPTIONS)
     else:
         config.setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
         config.setdefault("CONN_HEALTH_CHECKS", True)

@@ -9,7 +9,7 @@ import os
 import socket
 
 from .base import *  # noqa: F403
-from .base import VAR_DIR, env
+from .base import SQLITE_OPTIONS, VAR_DIR, env
 
 
 def _answers(host: str, port: int) -> bool:
@@ -60,7 +60,7 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(VAR_DIR / f"test{_SUFFIX}.sqlite3"),
-            "OPTIONS": {"timeout": 30},
+            "OPTIONS": SQLITE_OPTIONS,
             "TEST": {"NAME": str(VAR_DIR / f"test-db{_SUFFIX}.sqlite3")},
         }
     }
