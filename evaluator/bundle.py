@@ -93,8 +93,22 @@ class _Entry:
     open: Any = None  # () -> binary reader of the whole content (streamed checks)
 
 
+def _name_encoding_error(shown: str) -> BundleError:
+    return _error(
+        "name-encoding",
+        f"The bundle entry '{shown}' has a name that is not valid UTF-8. Rename it using "
+        "UTF-8 (or plain ASCII) characters, then pack and upload the bundle again.",
+    )
+
+
 def safe_relative_path(name: str) -> str:
-    """``name`` as a safe relative posix path, or raise ``bundle:unsafe-entry``."""
+    """``name`` as a safe relative posix path, or raise ``bundle:unsafe-entry`` (or
+    ``bundle:name-encoding`` for a name whose bytes are not UTF-8)."""
+    if any(0xD800 <= ord(char) <= 0xDFFF for char in name):
+        # tarfile and os.listdir decode undecodable bytes as lone surrogates, which no
+        # database, JSON encoder or page can store or show: refuse the name itself.
+        raw = name.encode("utf-8", "surrogateescape")
+        raise _name_encoding_error(raw.decode("utf-8", "backslashreplace"))
     unsafe = (
         not name
         or any(ord(char) < 32 or ord(char) == 127 for char in name)
@@ -137,6 +151,9 @@ def _zip_entries(data: bytes, *, max_entries: int, max_total_bytes: int) -> list
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         infos = archive.infolist()
+    except UnicodeDecodeError as exc:
+        # An entry flagged as UTF-8 whose name bytes are not.
+        raise _name_encoding_error(exc.object.decode("utf-8", "backslashreplace")) from None
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise _error("not-an-archive", f"The zip file cannot be read: {exc}.") from None
     entries: list[_Entry] = []
@@ -568,7 +585,7 @@ def inspect_bundle(
     The type is detected from the content. ``filename`` names a single-file upload
     (``rms_norm.py``); it defaults to the path's name. Raises BundleError with a
     ``bundle:*`` code (empty, not-an-archive, no-operators, syntax-error,
-    missing-model, unknown-operator, unsafe-entry, too-large). With ``strict=False``
+    missing-model, unknown-operator, unsafe-entry, name-encoding, too-large). With ``strict=False``
     a syntax error or a missing ``class Model`` in one operator's file does not reject
     the bundle: it is recorded in ``manifest.problems`` (the worker then reports that
     operator as ``compile_error`` and evaluates the others).
