@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 # The CPU build of torch (a local wheel on the development machines); GPU workers bring
-# their own torch and triton (see README, "GPU workers").
+# their own torch and triton (see docs/deploying.md).
 TORCH_SPEC ?= torch==2.13.0
 
 .PHONY: install demo test browser lint audit
@@ -42,6 +42,6 @@ lint: install
 
 # Known vulnerabilities in the installed packages (pip-audit, over the network to PyPI).
 # Fails only on a vulnerability not explained in security/pip-audit-accepted.toml; an
-# unreachable service only warns (see README, "Security").
+# unreachable service only warns (see docs/security.md).
 audit: install
 	$(PY) scripts/pip_audit_check.py

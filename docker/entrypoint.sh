@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one entry point of both images; the compose file and a bare-metal GPU node run the
-# same commands. Every setting comes from the environment (README, "Deploying").
+# same commands. Every setting comes from the environment (docs/deploying.md).
 #
 #   migrate        apply migrations and load the suite files and hardware profiles
 #   collectstatic  gather static files for whitenoise (done at image build)
@@ -23,7 +23,7 @@ require() {
   local name
   for name in "$@"; do
     if [ -z "${!name:-}" ]; then
-      echo "entrypoint: $name must be set (see README, Deploying)" >&2
+      echo "entrypoint: $name must be set (see docs/deploying.md)" >&2
       exit 64
     fi
   done

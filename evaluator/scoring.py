@@ -1,6 +1,6 @@
 """The one scoring definition of the portal, used by the evaluator and the website.
 
-Pure stdlib. Definitions (copied into the README):
+Pure stdlib. Definitions (stated for readers in docs/scoring.md):
 
 * **Shape score** s = the shape's roofline fraction (T_sol / T_measured) if its status is
   ``pass``; 0 for every other status (``incorrect``, ``fallback``, ``compile_error``,
