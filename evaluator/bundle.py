@@ -311,8 +311,27 @@ def _common_root(names: list[str], known: frozenset[str]) -> str:
 # --------------------------------------------------------------------------- source checks
 
 
+def _module_level_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements that run when the module is imported: the top level, and the bodies
+    of module-level ``if``/``else``, ``try``/``except``/``else``/``finally`` and ``with``
+    (a common way to pick an implementation), not function or class bodies."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            yield from _module_level_statements(node.body)
+            yield from _module_level_statements(node.orelse)
+        elif isinstance(node, ast.Try | ast.TryStar):
+            yield from _module_level_statements(node.body)
+            for handler in node.handlers:
+                yield from _module_level_statements(handler.body)
+            yield from _module_level_statements(node.orelse)
+            yield from _module_level_statements(node.finalbody)
+        elif isinstance(node, ast.With):
+            yield from _module_level_statements(node.body)
+
+
 def _defines_model(tree: ast.Module) -> bool:
-    for node in tree.body:
+    for node in _module_level_statements(tree.body):
         if isinstance(node, ast.ClassDef) and node.name == "Model":
             return True
         if isinstance(node, ast.Assign | ast.AnnAssign):
@@ -331,12 +350,22 @@ def _parse(path: str, source: bytes) -> ast.Module:
     try:
         return ast.parse(source, filename=path)
     except SyntaxError as exc:
-        where = f"line {exc.lineno}" if exc.lineno else "unknown line"
-        raise _error(
-            "syntax-error", f"{path}, {where}: {exc.msg}. Fix the Python syntax and upload again."
-        ) from None
+        raise _error("syntax-error", _syntax_error_text(path, exc)) from None
     except ValueError as exc:  # e.g. null bytes
         raise _error("syntax-error", f"{path}: {exc}.") from None
+
+
+def _syntax_error_text(path: str, exc: SyntaxError) -> str:
+    """``path, line N: message.`` then the offending line with a caret under the column."""
+    where = f"line {exc.lineno}" if exc.lineno else "unknown line"
+    text = f"{path}, {where}: {exc.msg}."
+    line = (exc.text or "").rstrip("\r\n")
+    if line.strip():
+        shown = line.expandtabs(4)
+        indent = len(shown) - len(shown.lstrip())
+        column = max((exc.offset or 1) - 1 - (len(line) - len(line.lstrip())), 0)
+        text += f"\n    {shown.strip()}\n    {' ' * min(column, len(shown) - indent)}^"
+    return text + "\nFix the Python syntax and upload again."
 
 
 def _read_metadata(source: bytes, warnings: list[str]) -> dict[str, Any]:
@@ -386,11 +415,13 @@ def _locate_operators(
     return operators
 
 
-def _unknown_operator(name: str, known: frozenset[str]) -> BundleError:
+def _unknown_operator(name: str, known: frozenset[str], also: list[str] = ()) -> BundleError:
+    others = f" (nor are the other kernel files: {', '.join(also)})" if also else ""
     return _error(
         "unknown-operator",
-        f"{name!r} is not an operator of this suite. Name each kernel file after its "
-        f"operator; known operators: {', '.join(sorted(known))}.",
+        f"{name!r} is not an operator of this suite{others}. Name each kernel file after "
+        f"its operator, or choose the suite that has it; known operators: "
+        f"{', '.join(sorted(known))}.",
     )
 
 
@@ -488,7 +519,14 @@ def _check_entries(
     root = _common_root([entry.name for entry in entries], known)
     by_name = {entry.name[len(root) + 1 :] if root else entry.name: entry for entry in entries}
     files = sorted(by_name)
+    if not files:
+        raise _error(
+            "empty",
+            f"The {kind} archive holds no files. Put one <operator>.py per operator in it "
+            "(e.g. rms_norm.py) and upload it again.",
+        )
     warnings: list[str] = []
+    skipped: list[str] = []
     operators = _locate_operators(files, known, operator_hint, warnings)
 
     for name in files:
@@ -505,8 +543,15 @@ def _check_entries(
             warnings.append(f"helper {name} does not parse; importing it will fail")
             continue
         if _defines_model(tree):
-            raise _unknown_operator(path.stem, known)
+            skipped.append(name)
+            warnings.append(
+                f"{name} skipped: it defines class Model, but {path.stem!r} is not an operator "
+                "of this suite, so it is not evaluated (name kernel files after the suite's "
+                "operators, or choose the suite that has it)."
+            )
 
+    if not operators and skipped:
+        raise _unknown_operator(PurePosixPath(skipped[0]).stem, known, also=skipped[1:])
     if not operators:
         listed = ", ".join(files[:20]) + (" …" if len(files) > 20 else "") or "(none)"
         hint = ""

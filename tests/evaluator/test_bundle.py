@@ -123,10 +123,43 @@ def test_no_operator_files_lists_files_and_known_operators():
     assert all(op in error.message for op in KNOWN)
 
 
-def test_syntax_error_names_file_and_line():
-    error = error_of(zip_bytes({"rms_norm.py": "import torch\n\ndef broken(:\n    pass\n"}))
+def test_syntax_error_names_file_and_line_and_shows_the_line_with_a_caret():
+    error = error_of(zip_bytes({"rms_norm.py": "import torch\n\n    def broken(:\n    pass\n"}))
     assert error.code == "bundle:syntax-error"
     assert "rms_norm.py" in error.message and "line 3" in error.message
+    lines = error.message.splitlines()
+    shown = next(i for i, line in enumerate(lines) if line.strip() == "def broken(:")
+    caret = lines[shown + 1]
+    assert caret.strip() == "^"
+    assert lines[shown][caret.index("^")] in "def broken(:"  # under a character of the line
+
+
+def test_syntax_error_caret_points_at_the_column_python_reports():
+    error = error_of(zip_bytes({"rms_norm.py": "x = (1,\ny = 2\n"}))
+    lines = error.message.splitlines()
+    assert any(line.strip() == "^" for line in lines)
+    assert "Fix the Python syntax" in lines[-1]
+
+
+def test_an_empty_archive_is_empty():
+    assert error_of(zip_bytes({})).code == "bundle:empty"
+    assert error_of(tar_gz_bytes({}), filename="b.tar.gz").code == "bundle:empty"
+    assert error_of(zip_bytes({"__MACOSX/._x": "junk"})).code == "bundle:empty"
+
+
+def test_model_defined_inside_module_level_if_else_or_try_is_found():
+    picked = (
+        "import torch\nif torch.cuda.is_available():\n    class Model(torch.nn.Module):\n"
+        "        pass\nelse:\n    from fallback_impl import Model\n"
+    )
+    guarded = "try:\n    from fast import Model\nexcept ImportError:\n    Model = None\n"
+    for source in (picked, guarded):
+        assert inspect(zip_bytes({"rms_norm.py": source})).operators == {"rms_norm": "rms_norm.py"}
+
+
+def test_model_defined_only_inside_a_function_is_still_missing():
+    source = "def build():\n    class Model:\n        pass\n    return Model\n"
+    assert error_of(zip_bytes({"rms_norm.py": source})).code == "bundle:missing-model"
 
 
 def test_missing_model_class():
@@ -143,10 +176,25 @@ def test_lenient_mode_records_per_operator_problems():
     assert "silu_and_mul" not in manifest.problems
 
 
-def test_model_file_with_an_unknown_operator_name():
-    error = error_of(zip_bytes({"rms_norm.py": MODEL, "rmsnorm.py": MODEL}))
+def test_a_model_file_the_suite_lacks_is_skipped_with_a_warning_and_the_rest_kept():
+    manifest = inspect(zip_bytes({"rms_norm.py": MODEL, "rmsnorm.py": MODEL}))
+    assert manifest.operators == {"rms_norm": "rms_norm.py"}
+    (warning,) = [w for w in manifest.warnings if "rmsnorm.py" in w]
+    assert "skipped" in warning and "'rmsnorm' is not an operator of this suite" in warning
+
+
+def test_a_bundle_with_only_model_files_the_suite_lacks_is_refused_naming_them():
+    error = error_of(zip_bytes({"rmsnorm.py": MODEL, "swiglu.py": MODEL}))
     assert error.code == "bundle:unknown-operator"
-    assert "'rmsnorm'" in error.message and "rms_norm" in error.message
+    assert "'rmsnorm'" in error.message and "swiglu.py" in error.message
+    assert all(op in error.message for op in KNOWN)
+
+
+def test_the_triton_example_against_a_smaller_suite_keeps_that_suites_operators():
+    manifest = inspect_bundle(TRITON_BASELINE, known_operators=KNOWN)
+    assert set(manifest.operators) == set(KNOWN) & BASELINE_OPERATORS
+    skipped = [w for w in manifest.warnings if "skipped" in w]
+    assert len(skipped) == len(BASELINE_OPERATORS - set(KNOWN))
 
 
 def test_helper_without_model_is_not_an_unknown_operator():

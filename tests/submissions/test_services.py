@@ -74,7 +74,7 @@ BAD_UPLOADS = [
     ),
     (
         "unknown operator",
-        _zip({"rms_norm.py": GOOD_MODULE, "flash_decoding.py": GOOD_MODULE}),
+        _zip({"flash_decoding.py": GOOD_MODULE, "helpers.py": "x = 1\n"}),
         "bundle:unknown-operator",
         "flash_decoding",
     ),
