@@ -111,6 +111,10 @@ class Client:
             "POST", "/api/submissions/", data=data, content_type=content_type, ok=(201, 422)
         )
 
+    def quota(self) -> dict[str, Any]:
+        """Your submission limits and what is left."""
+        return self._call("GET", "/api/quota/")[1]
+
     def progress(self, submission_id: int) -> dict[str, Any]:
         return self._call("GET", f"/api/submissions/{submission_id}/progress/")[1]
 

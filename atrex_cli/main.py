@@ -1,4 +1,4 @@
-"""``atrex submit | status | board``: submit bundles and follow them from a terminal.
+"""``atrex submit | status | board | quota``: submit bundles and follow them from a terminal.
 
 Environment: ``ATREX_URL`` (default http://127.0.0.1:8000), ``ATREX_TOKEN`` (else
 ``~/.config/atrex/token``). Exit codes: 0 success (published, when waiting), 1 failed or
@@ -156,6 +156,35 @@ def cmd_status(args: argparse.Namespace, client: Client, out: TextIO) -> int:
     return EXIT_OK
 
 
+QUOTA_LABELS = {"per_hour": "this hour", "per_day": "today", "active": "at once"}
+
+
+def quota_lines(quota: dict[str, Any]) -> list[str]:
+    """``this hour  8 of 10 left``, one line per limit (the same figures as the submit page)."""
+    if quota["exempt"]:
+        return ["no submission limits (staff)"]
+    lines = []
+    for window in quota["windows"]:
+        label = QUOTA_LABELS[window["name"]]
+        if not window["limit"]:
+            lines.append(f"{label:<10} no limit")
+            continue
+        line = f"{label:<10} {window['left']} of {window['limit']} left"
+        if window.get("frees_at"):
+            line += f" (next slot frees at {window['frees_at']})"
+        lines.append(line)
+    lines.append("rejected uploads, cancelled submissions and platform failures are not counted")
+    return lines
+
+
+def cmd_quota(args: argparse.Namespace, client: Client, out: TextIO) -> int:
+    if not client.token:
+        out.write("No API token: set ATREX_TOKEN or write it to ~/.config/atrex/token.\n")
+        return EXIT_USAGE
+    out.write("\n".join(quota_lines(client.quota())) + "\n")
+    return EXIT_OK
+
+
 def cmd_board(args: argparse.Namespace, client: Client, out: TextIO) -> int:
     out.write(board_table(client.board(suite=args.suite, hardware=args.hardware)) + "\n")
     return EXIT_OK
@@ -181,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--wait", action="store_true")
     status.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
     status.set_defaults(handler=cmd_status)
+
+    quota = commands.add_parser("quota", help="your submission limits and what is left")
+    quota.set_defaults(handler=cmd_quota)
 
     board = commands.add_parser("board", help="the leaderboard")
     board.add_argument("--suite")

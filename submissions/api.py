@@ -32,7 +32,7 @@ from leaderboard.models import HardwareProfile, SuiteVersion
 
 from . import selectors, services
 from .models import EvaluationRun, OperatorResult, ShapeResult, StatusChange, Submission
-from .quotas import QuotaExceeded
+from .quotas import QuotaExceeded, quota_status
 
 NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such submission visible to you.")
 
@@ -366,3 +366,32 @@ class SubmissionShapesApi(ListAPIView):
         if params.get("status"):
             rows = rows.filter(status=params["status"])
         return rows.order_by("operator", "pk")
+
+
+class QuotaWindowSerializer(serializers.Serializer):
+    name = serializers.ChoiceField(choices=["per_hour", "per_day", "active"])
+    limit = serializers.IntegerField(help_text="0: no limit")
+    used = serializers.IntegerField(help_text="submissions counted in this window")
+    left = serializers.IntegerField(allow_null=True, help_text="null when there is no limit")
+    frees_at = serializers.DateTimeField(
+        allow_null=True, help_text="when the next slot frees, if the window is full"
+    )
+
+
+class QuotaSerializer(serializers.Serializer):
+    exempt = serializers.BooleanField(help_text="staff have no limits")
+    windows = QuotaWindowSerializer(many=True)
+
+
+class QuotaApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="quota_retrieve",
+        summary="Your submission limits and what is left (rejected uploads, cancelled "
+        "submissions and platform failures are not counted)",
+        responses={200: QuotaSerializer, 401: OpenApiResponse(ErrorSerializer)},
+        tags=["submissions"],
+    )
+    def get(self, request: Request) -> Response:
+        return Response(QuotaSerializer(quota_status(owner=request.user)).data)

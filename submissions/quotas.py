@@ -1,14 +1,19 @@
 """Per-user limits on new submissions: per hour, per day, and how many may wait at once.
 
-Staff are exempt. A submission that failed on the platform's side (``platform:*`` error
-code: a lost worker, a crashed evaluator) is refunded: it does not count. Limits come from
-``settings.ATREX`` (``QUOTA_PER_HOUR``, ``QUOTA_PER_DAY``, ``QUOTA_ACTIVE``; 0 is no limit).
+Staff are exempt. What counts is a submission that is or was evaluated: an upload refused
+by the bundle check (``rejected``: nothing was evaluated), a submission its owner cancelled
+and one that failed on the platform's side (``platform:*`` error code: a lost worker, a
+crashed evaluator) are refunded. Limits come from ``settings.ATREX`` (``QUOTA_PER_HOUR``,
+``QUOTA_PER_DAY``, ``QUOTA_ACTIVE``; 0 is no limit). ``quota_status`` says what is left, for
+the submit page, the API and the client.
 """
 
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -47,9 +52,75 @@ def _in_words(seconds: int) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+REFUNDED_STATUSES = (Status.REJECTED, Status.CANCELLED)
+
+
 def submissions_counted(*, owner):
-    """The owner's submissions that count against the limits (platform failures refunded)."""
-    return Submission.objects.filter(owner=owner).exclude(error_code__startswith="platform:")
+    """The owner's submissions that count against the limits: rejected uploads, cancelled
+    submissions and platform failures are refunded."""
+    return (
+        Submission.objects.filter(owner=owner)
+        .exclude(status__in=REFUNDED_STATUSES)
+        .exclude(error_code__startswith="platform:")
+    )
+
+
+@dataclass(frozen=True)
+class QuotaWindow:
+    """One limit as its owner sees it. ``limit`` 0 means no limit (``left`` is then None)."""
+
+    name: str  # "per_hour", "per_day" or "active"
+    limit: int
+    used: int
+    left: int | None
+    frees_at: datetime | None  # when the next slot frees (None: not full, or not on a clock)
+
+
+def _window_times(counted, *, window_s: int, now: datetime) -> list[datetime]:
+    return list(
+        counted.filter(created_at__gte=now - timedelta(seconds=window_s))
+        .order_by("created_at")
+        .values_list("created_at", flat=True)
+    )
+
+
+def quota_status(*, owner) -> dict[str, Any]:
+    """What ``owner`` may still submit: each window's limit, use and what is left; staff
+    (exempt) get ``exempt: True`` and no windows."""
+    if owner.is_staff:
+        return {"exempt": True, "windows": []}
+    limits = settings.ATREX
+    counted = submissions_counted(owner=owner)
+    now = timezone.now()
+    windows = []
+    for name, window_s, limit in (
+        ("per_hour", 3600, limits.get("QUOTA_PER_HOUR", 0)),
+        ("per_day", 86400, limits.get("QUOTA_PER_DAY", 0)),
+    ):
+        times = _window_times(counted, window_s=window_s, now=now)
+        frees_at = None
+        if limit and len(times) >= limit:
+            frees_at = times[len(times) - limit] + timedelta(seconds=window_s)
+        left = max(limit - len(times), 0) if limit else None
+        windows.append(QuotaWindow(name, limit, len(times), left, frees_at))
+    active_limit = limits.get("QUOTA_ACTIVE", 0)
+    active = counted.filter(status__in=ACTIVE_STATUSES).count()
+    left = max(active_limit - active, 0) if active_limit else None
+    windows.append(QuotaWindow("active", active_limit, active, left, None))
+    return {"exempt": False, "windows": [asdict(window) for window in windows]}
+
+
+def quota_summary(status: dict[str, Any]) -> str:
+    """One line for a page: 'This hour: 8 of 10 left · today: 28 of 30 · at once: 5 of 5'."""
+    if status["exempt"]:
+        return "Staff accounts have no submission limits."
+    labels = {"per_hour": "this hour", "per_day": "today", "active": "at once"}
+    parts = [
+        f"{labels[w['name']]}: {w['left']} of {w['limit']} left"
+        for w in status["windows"]
+        if w["limit"]
+    ]
+    return ("Submissions " + " · ".join(parts) + ".") if parts else "No submission limits."
 
 
 def quota_check(*, owner) -> None:
@@ -75,11 +146,7 @@ def quota_check(*, owner) -> None:
     ):
         if not limit:
             continue
-        times = list(
-            counted.filter(created_at__gte=now - timedelta(seconds=window_s))
-            .order_by("created_at")
-            .values_list("created_at", flat=True)
-        )
+        times = _window_times(counted, window_s=window_s, now=now)
         if len(times) < limit:
             continue
         # The slot frees when enough of the oldest ones leave the window.
@@ -87,7 +154,8 @@ def quota_check(*, owner) -> None:
         retry_after_s = max(1, math.ceil((frees_at - now).total_seconds()))
         raise QuotaExceeded(
             f"You have made {len(times)} submissions in the last {label}; the limit is "
-            f"{limit} per {label} (failures on our side are not counted). "
+            f"{limit} per {label} (rejected uploads, cancelled submissions and failures on our "
+            "side are not counted). "
             f"Try again in {_in_words(retry_after_s)}.",
             code=f"quota:per-{label}",
             retry_after_s=retry_after_s,

@@ -18,7 +18,7 @@ from leaderboard import selectors as board_selectors
 from . import selectors, services
 from .forms import BundleUploadForm
 from .models import OperatorResult, ShapeResult, Submission
-from .quotas import QuotaExceeded
+from .quotas import QuotaExceeded, quota_status, quota_summary
 
 
 @login_required
@@ -44,13 +44,15 @@ def submission_new(request: HttpRequest) -> HttpResponse:
         except QuotaExceeded as error:
             # Nothing is stored; the form says when the owner may submit again.
             form.add_error(None, error.message)
-            response = render(request, "submissions/new.html", {"form": form}, status=429)
+            context = {"form": form, "quota": quota_summary(quota_status(owner=request.user))}
+            response = render(request, "submissions/new.html", context, status=429)
             response["Retry-After"] = str(error.retry_after_s)
             return response
         return redirect("submissions:detail", pk=submission.pk)
     form.fields["suite_version"].initial = board_selectors.suite_version_default()
     form.fields["hardware"].initial = board_selectors.hardware_default()
-    return render(request, "submissions/new.html", {"form": form})
+    context = {"form": form, "quota": quota_summary(quota_status(owner=request.user))}
+    return render(request, "submissions/new.html", context)
 
 
 def _visible_submission(request: HttpRequest, pk: int):

@@ -67,6 +67,17 @@ def test_submit_a_good_bundle_is_queued(cli, catalogue, user, tmp_path, held_mes
     assert code == 0 and f"#{submission.pk} queued" in output
 
 
+def test_quota_prints_what_is_left_per_limit(cli, catalogue, settings, tmp_path):
+    settings.ATREX = {**settings.ATREX, "QUOTA_PER_HOUR": 10, "QUOTA_PER_DAY": 0}
+    cli("submit", str(_bundle(tmp_path, {"rms_norm.py": "def broken(:\n"})))  # not counted
+    code, output = cli("quota")
+    assert code == 0
+    lines = output.splitlines()
+    assert lines[0].split() == ["this", "hour", "10", "of", "10", "left"]
+    assert lines[1].split() == ["today", "no", "limit"]
+    assert "not counted" in lines[-1]
+
+
 def test_submit_with_wait_on_a_rejected_bundle_does_not_poll(cli, catalogue, tmp_path):
     code, output = cli("submit", "--wait", str(_bundle(tmp_path, {"notes.txt": "hello"})))
     assert code == 1 and "bundle:no-operators" in output

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from submissions import services
 from submissions.models import Submission
-from submissions.quotas import QuotaExceeded
+from submissions.quotas import QuotaExceeded, quota_status
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -25,11 +25,16 @@ MODULE = (
 )
 
 
-def _zip() -> SimpleUploadedFile:
+def _zip_of(files: dict[str, str]) -> SimpleUploadedFile:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("silu_and_mul.py", MODULE)
+        for name, text in files.items():
+            archive.writestr(name, text)
     return SimpleUploadedFile("kernels.zip", buffer.getvalue(), "application/zip")
+
+
+def _zip() -> SimpleUploadedFile:
+    return _zip_of({"silu_and_mul.py": MODULE})
 
 
 @pytest.fixture
@@ -89,12 +94,54 @@ def test_platform_failures_are_refunded(catalogue, user, limits):
     )
     third = _submit(user)
     assert third.status == Submission.Status.QUEUED
-    # A failure of the user's own (a rejected bundle) is not refunded.
+    # An evaluation that failed on the user's side (its kernel crashed) is not refunded.
     Submission.objects.filter(pk=third.pk).update(
-        status=Submission.Status.REJECTED, error_code="bundle:syntax-error"
+        status=Submission.Status.FAILED, error_code="eval:runtime-error"
     )
     with pytest.raises(QuotaExceeded):
         _submit(user)
+
+
+def test_rejected_uploads_and_cancelled_submissions_are_not_counted(catalogue, user, limits):
+    limits(per_hour=2, per_day=3, active=1)
+    for _ in range(4):  # format mistakes: refused by the bundle check, nothing evaluated
+        bad = services.submission_create(owner=user, upload=_zip_of({"silu_and_mul.py": "x(:"}))
+        assert bad.status == Submission.Status.REJECTED
+    cancelled = _submit(user)
+    Submission.objects.filter(pk=cancelled.pk).update(status=Submission.Status.CANCELLED)
+    assert _submit(user).status == Submission.Status.QUEUED  # active limit 1: not the cancelled
+    status = quota_status(owner=user)
+    windows = {w["name"]: w for w in status["windows"]}
+    assert windows["per_hour"] == {
+        "name": "per_hour", "limit": 2, "used": 1, "left": 1, "frees_at": None
+    }  # fmt: skip
+    assert windows["active"]["used"] == 1 and windows["active"]["left"] == 0
+
+
+def test_quota_status_says_when_a_full_window_frees(catalogue, user, limits):
+    first = _submit(user)
+    _submit(user)
+    windows = {w["name"]: w for w in quota_status(owner=user)["windows"]}
+    assert windows["per_hour"]["left"] == 0
+    assert windows["per_hour"]["frees_at"] == first.created_at + timedelta(hours=1)
+    assert windows["per_day"]["left"] == 1 and windows["per_day"]["frees_at"] is None
+    assert quota_status(owner=UserFactory(is_staff=True)) == {"exempt": True, "windows": []}
+
+
+def test_the_submit_page_and_the_api_show_the_quota_left(client, catalogue, user, limits):
+    _submit(user)
+    client.force_login(user)
+    page = client.get(reverse("submissions:new")).content.decode()
+    assert "this hour: 1 of 2 left" in page and "today: 2 of 3 left" in page
+    assert "Rejected uploads" in page
+    api = APIClient()
+    assert api.get("/api/quota/").status_code in (401, 403)
+    api.force_authenticate(user)
+    body = api.get("/api/quota/").json()
+    assert body["exempt"] is False
+    assert [(w["name"], w["left"]) for w in body["windows"]] == [
+        ("per_hour", 1), ("per_day", 2), ("active", 9)
+    ]  # fmt: skip
 
 
 def test_submissions_waiting_at_once_are_limited(catalogue, user, limits):
