@@ -72,7 +72,7 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
             "type": "apiKey",
             "in": "header",
             "name": "Authorization",
-            "description": "'Token <token>' (POST /api/tokens/ creates one)",
+            "description": "`Token <token>` (`POST /api/tokens/` creates one)",
         }
 
 

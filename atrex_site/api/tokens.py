@@ -46,7 +46,7 @@ class ApiTokenSerializer(serializers.ModelSerializer):
 
 class ApiTokenCreatedSerializer(ApiTokenSerializer):
     token = serializers.CharField(
-        help_text="Send as 'Authorization: Token <token>'. Shown this once: it is not stored."
+        help_text="Send as `Authorization: Token <token>`. Shown this once: it is not stored."
     )
     username = serializers.CharField()
     created = serializers.DateTimeField(help_text="Same as created_at.")
@@ -58,7 +58,7 @@ class ApiTokenCreatedSerializer(ApiTokenSerializer):
 class ApiTokenCreateSerializer(serializers.Serializer):
     name = serializers.CharField(
         required=False, allow_blank=True, max_length=services.MAX_NAME_LENGTH,
-        help_text="Unique among your active tokens; default: 'token <prefix>'.",
+        help_text="Unique among your active tokens; default: `token <prefix>`.",
     )  # fmt: skip
     expires_in_days = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=3650,

@@ -315,7 +315,7 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Atrex-Bench Portal API",
     "DESCRIPTION": (
         "Boards, suites, hardware profiles and submissions of the Atrex-Bench portal. "
-        "Authenticate writes with 'Authorization: Token <token>' (POST /api/tokens/). "
+        "Authenticate writes with `Authorization: Token <token>` (`POST /api/tokens/`). "
         'Errors answer {"detail", "code"}. See docs/api.md.'
     ),
     "VERSION": "1",

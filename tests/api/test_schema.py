@@ -29,3 +29,25 @@ def test_docs_pages_load_their_assets_from_this_site(client, page):
     assert all(s.startswith("/static/") for s in assets), assets
     for asset in assets:
         assert client.get(asset).status_code == 200, asset
+
+
+def _strings(node):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+
+
+def test_schema_text_has_no_angle_bracket_placeholder_outside_code(client):
+    """The docs pages render descriptions as Markdown: a bare ``<token>`` is taken for an
+    HTML tag and disappears ("Authorization: Token" with nothing after it)."""
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+    texts = list(_strings(schema))
+    assert any("Token <token>" in text for text in texts)
+    for text in texts:
+        outside_code = re.sub(r"`[^`]*`", "", text)
+        assert not re.search(r"<[a-z_]+>", outside_code), text
