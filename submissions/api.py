@@ -203,7 +203,7 @@ class SubmissionProgressSerializer(serializers.Serializer):
 
 class SubmissionCreateSerializer(serializers.Serializer):
     bundle = serializers.FileField(
-        allow_empty_file=True, help_text=".zip, .tar.gz or a single <operator>.py"
+        allow_empty_file=True, help_text="`.zip`, `.tar.gz` or a single `<operator>.py`"
     )
     title = serializers.CharField(required=False, allow_blank=True, max_length=200)
     visibility = serializers.ChoiceField(
