@@ -8,10 +8,10 @@ Departures from upstream: none in what is computed: the release's formula, eps 1
 biased variance and the release's inputs; a 0-d input is returned unchanged, as upstream.
 Upstream calls ``F.layer_norm`` on the upcast fp32 tensors; this reference writes the
 formula out (two-pass mean and variance, a division by sqrt(var + eps), then weight and
-bias), which rounds differently in fp32: on CPU about 5 in 100,000 outputs differ from
-upstream's by one bf16 step (18 of 345,600 at (300, 1, 1152); 164 of 4,096,000 at
-(2000, 2048)), far inside the portal's bf16 rule (docs/decisions.md 5), which replaces
-upstream's fixed allclose.
+bias), which rounds differently in fp32: 3 to 5 in 100,000 outputs differ from upstream's
+by one bf16 step (CPU: 18 of 345,600 at (300, 1, 1152), 164 of 4,096,000 at (2000, 2048);
+H200, PyTorch 2.11: 10 of 345,600 and 1,524 of 40,960,000 at (20000, 2048)), far inside
+the portal's bf16 rule (docs/decisions.md 5), which replaces upstream's fixed allclose.
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ more than k' per row). Returns (S, V) fp32.
 NaN, as the release's reference treats it (it masks with ``logits < tau``): ``torch.topk``
 ranks a NaN above every number, so each NaN of a row takes one of the k' places; a NaN
 logit is never below tau, so it stays NaN in the output; and a row with at least k' NaNs
-has tau = NaN, below which nothing lies, so it is returned unchanged. The input generator
-draws N(0,1) and never a NaN, so no evaluation of the portal meets this case: it defines
-the operator for inputs of one's own, and candidates are not checked on it.
+has tau = NaN, below which nothing lies, so it is returned unchanged (the same on CPU and
+on the H200). The input generator draws N(0,1) and never a NaN, so no evaluation of the
+portal meets this case: it defines the operator for inputs of one's own, and candidates
+are not checked on it.
 
 Departures from upstream: none.
 """
