@@ -1,6 +1,6 @@
 """Hidden validation variants: correctness at inputs the published shapes leave out.
 
-DECISIONS.md 6: besides the suite's shapes, a candidate is checked at each variant of its
+docs/decisions.md 6: besides the suite's shapes, a candidate is checked at each variant of its
 operator (declared in ``evaluator.operators._variants``): rotary at non-zero positions,
 several sequences, shuffled block tables, monotone gates. The checks are the
 shapes' own (``evaluator.correctness.check_shape``: inputs from seeds derived from the

@@ -1,6 +1,6 @@
 """Helpers shared by the MoE and GEMM operators (group ``moe_gemm``).
 
-The portal's FP8 convention (``atrex-bench/DECISIONS.md`` 2 and 3): every fp8 tensor is
+The portal's FP8 convention (docs/decisions.md 2 and 3): every fp8 tensor is
 ``torch.float8_e4m3fn`` with a maximum of 448, and references clamp to +-448 before each
 fp8 cast, so a reference never produces NaN. The fp32 GEMMs of the references are true
 fp32 (TF32 off while they run), whatever the process-wide setting is.
@@ -44,7 +44,8 @@ def divide_by_fp8_max(values: torch.Tensor) -> torch.Tensor:
 
     PyTorch's CUDA kernel turns division by a Python number into multiplication by its
     (inexact) fp32 reciprocal, while the CPU kernel divides; dividing by a 0-dim tensor
-    on the same device is a true IEEE division on both, so CPU and CUDA agree.
+    on the same device is a true IEEE division on both, so CPU and CUDA agree
+    (docs/decisions.md 10).
     """
     return values / torch.full((), FP8_MAX, dtype=torch.float32, device=values.device)
 

@@ -1,6 +1,6 @@
 """Helpers shared by the norm and FP8-quantisation operators (group ``norms_quant``).
 
-The portal's FP8 convention (``atrex-bench/DECISIONS.md`` 2 and 3): every fp8 tensor is
+The portal's FP8 convention (docs/decisions.md 2 and 3): every fp8 tensor is
 ``torch.float8_e4m3fn`` with a maximum of 448, and references clamp to +-448 before each
 fp8 cast, so a reference never produces NaN.
 """
@@ -66,7 +66,7 @@ def divide_by_fp8_max(amax: torch.Tensor) -> torch.Tensor:
 
     PyTorch's CUDA kernel turns division by a Python number into multiplication by its
     reciprocal (``1/448`` is inexact in fp32), while the CPU kernel divides; dividing by
-    a tensor on the same device is a true IEEE division on both.
+    a tensor on the same device is a true IEEE division on both (docs/decisions.md 10).
     """
     return amax / torch.full((), FP8_MAX, dtype=torch.float32, device=amax.device)
 

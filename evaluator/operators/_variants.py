@@ -1,4 +1,4 @@
-"""The hidden validation variants of the built-in operators (DECISIONS.md 6).
+"""The hidden validation variants of the built-in operators (docs/decisions.md 6).
 
 Each variant is a small correctness point at inputs the published shapes leave out: rotary
 at non-zero positions, several packed sequences, shuffled block tables and slot mappings,

@@ -7,11 +7,11 @@ S = Q·Kᵀ/√D, P = row-softmax(S) with no mask, O = P·V, out = rnd_bf16(O).
 Choices where the description is silent: rows of a sequence with an empty query range are
 zeros (upstream leaves them uninitialised; no shape has one); a sequence with queries but
 no keys gives zeros. Every published shape is a single sequence; several sequences are a
-validation variant (DECISIONS.md 6).
+validation variant (docs/decisions.md 6).
 
 Departures from upstream: none (no fp8 here). The reference loops over sequences and over
-query blocks (bounded fp32 score memory, DECISIONS.md 4); this only changes fp32 summation
-order, not the semantics.
+query blocks (bounded fp32 score memory, docs/decisions.md 4); this only changes fp32
+summation order, not the semantics.
 """
 
 from __future__ import annotations

@@ -8,10 +8,11 @@ true-fp32 GEMM of the group's columns (f32(a) . f32(b)^T). Rows are processed in
 16,384, so the largest shape (m 704,512: a 5.8 GB output) needs about 0.3 GB of fp32
 temporaries besides its inputs and output.
 
-Departures from upstream (``atrex-bench/DECISIONS.md`` 2, 3): none of substance. The format is
+Departures from upstream (docs/decisions.md 2, 3): none of substance. The format is
 float8_e4m3fn with max 448 as upstream; the input quantisation already clamps to +-448
 before the cast. The scale divisions amax / 448 are true fp32 divisions on every device
-(on CUDA, PyTorch would otherwise multiply by the inexact reciprocal of 448).
+(docs/decisions.md 10; on CUDA, PyTorch would otherwise multiply by the inexact reciprocal
+of 448).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ topk_weights[t, s] * y_ts (fp32), then clamped to +-448 and cast to float8_e4m3f
 one expert's fp32 weights at a time (about 0.2 GB at E 256, H 7168, I 2048) plus a
 (T, k, H) fp32 buffer of the weighted slot results (at most 2 GB on the published shapes).
 
-Departures from upstream (``atrex-bench/DECISIONS.md`` 2, 3, 4):
+Departures from upstream (docs/decisions.md 2, 3, 4):
 * every fp8 tensor (hidden_states, w1, w2 and the output) is float8_e4m3fn with max 448,
   not float8_e4m3fnuz with max 240: the input scales are max(amax, 1e-12) / 448 and the
   quantised inputs are clamp(value / scale, +-448) cast to e4m3fn;
@@ -17,7 +17,8 @@ Departures from upstream (``atrex-bench/DECISIONS.md`` 2, 3, 4):
   results beyond the fp8 range became NaN and some shapes could never pass);
 * only the experts present in topk_ids are dequantised, one at a time (upstream
   dequantises all experts at once and runs out of memory on ids 2 and 3);
-* the scale divisions amax / 448 are true fp32 divisions on every device.
+* the scale divisions amax / 448 are true fp32 divisions on every device
+  (docs/decisions.md 10).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """``fp8_dynamic_per_token_quant`` (atrex_007): dynamic per-token symmetric FP8 quantisation.
 
-Per row, in fp32: m = max(max_j |x_j|, 1e-12); scale = m / 448 (a true fp32 division);
-inv = 1 / scale (fp32 reciprocal); q_j = fp8(clamp(x_j * inv, -448, 448)). Multiplying by
-the reciprocal, not dividing by the scale, is part of the contract (dividing changes
-about 0.01% of the codes). Returns a **tuple** (q, scale) with a one-dimensional scale (T,).
+Per row, in fp32: m = max(max_j |x_j|, 1e-12); scale = m / 448 (a true fp32 division,
+docs/decisions.md 10); inv = 1 / scale (fp32 reciprocal); q_j = fp8(clamp(x_j * inv, -448,
+448)). Multiplying by the reciprocal, not dividing by the scale, is part of the contract
+(dividing changes about 0.01% of the codes). Returns a **tuple** (q, scale) with a
+one-dimensional scale (T,).
 
-Departures from upstream (``atrex-bench/DECISIONS.md`` 2): upstream quantises to
+Departures from upstream (docs/decisions.md 2): upstream quantises to
 ``float8_e4m3fnuz`` with max 240 on every platform; here q is ``float8_e4m3fn`` and the
 maximum is 448 (scale = m / 448, clamp to +-448). The clamp before the cast is upstream's.
 """

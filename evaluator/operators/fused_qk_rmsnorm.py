@@ -4,6 +4,13 @@ Row layout: [Hq query heads | Hkv key heads | Hkv value heads], each head D cont
 values. Query heads use ``q_weight``, key heads ``k_weight``; value heads are copied.
 Two rounding points, as upstream: the normalised value is rounded to the input dtype,
 then multiplied by the weight (a product of two dtype values, rounded once).
+
+Departures from upstream: none: computes what the release computes, with the same two
+rounding points, the same eps default (1e-6) and the same inputs (weights N(0,1), fp16 for
+every shape). Upstream splits the row into q, k and v and concatenates them again; here the
+q and k heads of a (T, Hq + 2Hkv, D) view are normalised in a copy of the input, which gives
+the same values (bit for bit on CPU). Only the check differs: the portal's fp16 rule
+(docs/decisions.md 5) instead of upstream's fixed allclose.
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@
    x[a+d/2]·sin θ_a, out[a+d/2] = x[a+d/2]·cos θ_a + x[a]·sin θ_a (rotate-half form),
    rounded once to the dtype; dims ≥ d are copied; v is returned as is (a copy).
 
-Returns a **tuple** (q, k, v), not a dict (DECISIONS.md 7).
+Returns a **tuple** (q, k, v), not a dict (docs/decisions.md 7).
 
 Every published shape is one token at position 0, where the rotation is the identity; the
-hidden validation variants (DECISIONS.md 6) cover other positions.
+hidden validation variants (docs/decisions.md 6) cover other positions.
 
 Work accounting: the published formula (no bias in any shape) is kept; for shapes with a
 bias the portal adds what upstream's counter would count for it: T·(H+2·Hkv)·D flops for

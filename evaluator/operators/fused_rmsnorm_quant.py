@@ -5,13 +5,14 @@
    RMSNorm that PyTorch's built-in ``rms_norm`` computes on CUDA (PyTorch 2.11; on an H200
    the two differed in 14 of 6.7 M elements, fp32 summation order). It is written out
    here so that the result does not depend on how the installed build's built-in rounds.
-3. Per row: amax = max |f32(n)|; scale = amax / 448 (true fp32 division); 1 if that is 0.
+3. Per row: amax = max |f32(n)|; scale = amax / 448 (true fp32 division, docs/decisions.md
+   10); 1 if that is 0.
 4. quantized = fp8(clamp(f32(n) / scale, -448, 448)) (true division by the scale).
 
 Returns a **tuple** (quantized (T, H) float8_e4m3fn, scale (T, 1) fp32 -- the trailing unit
 dimension is kept --, residual_out (T, H) bf16).
 
-Departures from upstream (``atrex-bench/DECISIONS.md`` 2 and 3): upstream quantises to
+Departures from upstream (docs/decisions.md 2 and 3): upstream quantises to
 ``float8_e4m3fnuz`` with max 240; here the format is ``float8_e4m3fn`` and the maximum
 448 (scale = amax / 448). Upstream casts without a clamp; here the quotient is clamped to
 +-448 before the cast (it lands on 448 up to rounding, so no code changes in practice).

@@ -3,6 +3,13 @@
 Everything is computed in fp32 on the upcast inputs and rounded to bf16 once. The norm is
 over the whole row (no groups). With ``norm_before_gate`` (every published shape) the gate
 multiplies the normalised value; otherwise the gated value is normalised.
+
+Departures from upstream: none: computes what the release computes, with the products in
+the release's order (x * rstd * weight, then the gate; the two agree bit for bit on CPU),
+the same defaults (eps 1e-6, norm_before_gate, SiLU) and the same inputs. An unknown
+activation is refused when the module is built (upstream: at its first call). Only the
+check differs: the portal's bf16 rule (docs/decisions.md 5) instead of upstream's fixed
+allclose.
 """
 
 from __future__ import annotations

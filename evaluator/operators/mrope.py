@@ -28,7 +28,7 @@ from evaluator.operators.base import BF16_POLICY, OperatorSpec, Work, randn_bf16
 CHECKER_NOTES = """\
 Dict output {q, k}, bf16, one rounding point: BF16_POLICY. The published shapes use only the
 default NeoX, non-interleaved style, and small random angles (cos ≈ 1, the three position
-axes nearly alike); the hidden validation variants (DECISIONS.md 6) cover real angles.
+axes nearly alike); the hidden validation variants (docs/decisions.md 6) cover real angles.
 """
 
 

@@ -6,7 +6,7 @@ the scale). Returns a dict {quantized (T, H) float8_e4m3fn, scales (T, H/g) fp32
 Rows are processed in chunks so the largest shape (a 12.6 GB input) needs a few GiB of
 fp32 temporaries besides its outputs.
 
-Departures from upstream (``atrex-bench/DECISIONS.md`` 2): upstream picks the format by
+Departures from upstream (docs/decisions.md 2): upstream picks the format by
 PyTorch build, float8_e4m3fn with max 448 on CUDA and float8_e4m3fnuz with max 224 on
 ROCm; here it is float8_e4m3fn with max 448 on every platform (the CUDA behaviour).
 """

@@ -1,4 +1,13 @@
-"""``rms_norm`` (atrex_027): RMSNorm over the last axis, bf16 in and out, fp32 inside."""
+"""``rms_norm`` (atrex_027): RMSNorm over the last axis, bf16 in and out, fp32 inside.
+
+out = rnd_bf16(f32(x) * rsqrt(mean_j f32(x_j)^2 + eps) * f32(weight)): products left to
+right in fp32, one rounding.
+
+Departures from upstream: none: computes what the release computes, with the same fp32
+operations in the same order (the two agree bit for bit on CPU), the same eps default
+(1e-6, which every shape passes) and the same inputs. Only the check differs: the portal's
+bf16 rule (docs/decisions.md 5) instead of upstream's fixed allclose.
+"""
 
 from __future__ import annotations
 

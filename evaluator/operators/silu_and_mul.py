@@ -1,4 +1,15 @@
-"""``silu_and_mul`` (atrex_028): SwiGLU of a fused gate/up projection, bf16."""
+"""``silu_and_mul`` (atrex_028): SwiGLU of a fused gate/up projection, bf16.
+
+d = last dim // 2; gate, up = the first and the next d values of the last axis;
+out = rnd_bf16(f32(rnd_bf16(silu(f32(gate)))) * f32(up)): the SiLU is rounded to bf16
+before the product, as upstream. A last dimension below 2 gives rnd_bf16(silu(x)).
+
+Departures from upstream: none: computes what the release computes. Upstream multiplies the
+two bf16 tensors (fp32 inside, one rounding); here both are upcast and the product rounded
+once, which is the same value, since the product of two bf16 numbers is exact in fp32 (the
+two agree bit for bit on CPU). Only the check differs: the portal's bf16 rule
+(docs/decisions.md 5) instead of upstream's fixed allclose.
+"""
 
 from __future__ import annotations
 

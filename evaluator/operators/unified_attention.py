@@ -14,8 +14,8 @@ L_s = 0 gives zeros. Only the block-table entries j < ceil(L_s/bs) are read, so 
 padding (zeros) and the cache's unused blocks never matter.
 
 Departures from upstream: none (no fp8 here). The reference gathers each sequence's blocks
-and processes query blocks of bounded size (DECISIONS.md 4); only fp32 summation order
-differs from a block-by-block loop.
+and processes query blocks of bounded size (docs/decisions.md 4); only fp32 summation
+order differs from a block-by-block loop.
 """
 
 from __future__ import annotations

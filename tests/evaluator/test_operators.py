@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from evaluator.correctness import compare_outputs
 from evaluator.errors import UnknownOperatorError
 from evaluator.operators import OPERATORS, get_operator
 from tests.release import require_release
@@ -132,3 +133,31 @@ def test_work_model_matches_every_published_shape(operator):
             assert work.w_flops[dtype] == pytest.approx(flops, rel=0.01), shape_id
         assert work.q_read == pytest.approx(published["semantic_Q_read_bytes"], rel=0.01)
         assert work.q_write == pytest.approx(published["semantic_Q_write_bytes"], rel=0.01)
+
+
+NAN, NEG_INF = float("nan"), float("-inf")
+
+
+def test_topk_filter_keeps_a_nan_logit_where_the_release_keeps_it():
+    # torch.topk ranks NaN above every number: row 0's threshold for k' = 2 is 3.0, and the
+    # NaN is not below it, so it stays. Row 1 has two NaNs, so its threshold is NaN, below
+    # which nothing lies: the row comes back unchanged.
+    logits = torch.tensor([[1.0, NAN, 3.0, 2.0, 0.0], [NAN, NAN, 1.0, 2.0, 3.0]])
+    out = get_operator("topk_filter").build_reference({"top_k": 2})(logits=logits)
+    expected = torch.tensor([[NEG_INF, NAN, 3.0, NEG_INF, NEG_INF], [NAN, NAN, 1.0, 2.0, 3.0]])
+    torch.testing.assert_close(out, expected, rtol=0, atol=0, equal_nan=True)
+
+
+def test_topk_filter_nan_must_be_matched_in_place_by_the_correctness_check():
+    spec = get_operator("topk_filter")
+    logits = torch.randn((3, 400), generator=torch.Generator().manual_seed(5))
+    logits[0, 7] = logits[2, 100] = NAN
+    reference = spec.build_reference({"top_k": 50})(logits=logits)
+    assert int(reference.isnan().sum()) == 2
+
+    same = compare_outputs(reference, reference.clone(), policy=spec.policy, shape_id="nan")
+    assert same.ok, same.error
+    masked = torch.where(reference.isnan(), NEG_INF, reference)  # a kernel masking NaN
+    differs = compare_outputs(reference, masked, policy=spec.policy, shape_id="nan")
+    assert not differs.ok
+    assert differs.mismatch_share == pytest.approx(2 / reference.numel())
