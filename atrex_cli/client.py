@@ -111,6 +111,13 @@ class Client:
             "POST", "/api/submissions/", data=data, content_type=content_type, ok=(201, 422)
         )
 
+    def check(self, bundle: Path, *, fields: dict[str, str]) -> dict[str, Any]:
+        """Check a bundle without submitting it (nothing stored, no quota used)."""
+        data, content_type = _multipart(fields, "bundle", bundle)
+        return self._call("POST", "/api/submissions/check/", data=data, content_type=content_type)[
+            1
+        ]
+
     def quota(self) -> dict[str, Any]:
         """Your submission limits and what is left."""
         return self._call("GET", "/api/quota/")[1]

@@ -1,4 +1,4 @@
-"""``atrex submit | status | board | quota``: submit bundles and follow them from a terminal.
+"""``atrex submit | check | status | board | quota``: submit bundles and follow them.
 
 Environment: ``ATREX_URL`` (default http://127.0.0.1:8000), ``ATREX_TOKEN`` (else
 ``~/.config/atrex/token``). Exit codes: 0 success (published, when waiting), 1 failed or
@@ -156,6 +156,36 @@ def cmd_status(args: argparse.Namespace, client: Client, out: TextIO) -> int:
     return EXIT_OK
 
 
+def check_lines(check: dict[str, Any]) -> list[str]:
+    """What ``atrex check`` prints: the verdict, what would be evaluated, warnings, fits."""
+    if check["ok"]:
+        lines = [
+            f"ok: {len(check['operators'])} operator(s) would be evaluated on {check['suite']}: "
+            + ", ".join(check["operators"])
+        ]
+        if check["missing"]:
+            lines.append(f"missing (score 0): {len(check['missing'])} of the suite's operators")
+    else:
+        lines = [f"rejected on {check['suite']}: [{check['code']}]", check["detail"]]
+    lines += [f"warning: {warning}" for warning in check["warnings"]]
+    if check["best_suite"] and check["best_suite"] != check["suite"]:
+        lines.append(f"fits better: --suite {check['best_suite']}")
+    return lines
+
+
+def cmd_check(args: argparse.Namespace, client: Client, out: TextIO) -> int:
+    if not client.token:
+        out.write("No API token: set ATREX_TOKEN or write it to ~/.config/atrex/token.\n")
+        return EXIT_USAGE
+    bundle = Path(args.bundle)
+    if not bundle.is_file():
+        out.write(f"{bundle}: no such file\n")
+        return EXIT_USAGE
+    check = client.check(bundle, fields={"suite": args.suite} if args.suite else {})
+    out.write("\n".join(check_lines(check)) + "\n")
+    return EXIT_OK if check["ok"] else EXIT_FAILED
+
+
 QUOTA_LABELS = {"per_hour": "this hour", "per_day": "today", "active": "at once"}
 
 
@@ -210,6 +240,13 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--wait", action="store_true")
     status.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
     status.set_defaults(handler=cmd_status)
+
+    check = commands.add_parser(
+        "check", help="run every check of a bundle without submitting it (no quota used)"
+    )
+    check.add_argument("bundle")
+    check.add_argument("--suite", help="suite slug, e.g. atrex-bench-v1")
+    check.set_defaults(handler=cmd_check)
 
     quota = commands.add_parser("quota", help="your submission limits and what is left")
     quota.set_defaults(handler=cmd_quota)

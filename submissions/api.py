@@ -31,6 +31,7 @@ from atrex_site.api.pagination import StandardPagination
 from leaderboard.models import HardwareProfile, SuiteVersion
 
 from . import selectors, services
+from .checks import bundle_check
 from .models import EvaluationRun, OperatorResult, ShapeResult, StatusChange, Submission
 from .quotas import QuotaExceeded, quota_status
 
@@ -395,3 +396,67 @@ class QuotaApi(APIView):
     )
     def get(self, request: Request) -> Response:
         return Response(QuotaSerializer(quota_status(owner=request.user)).data)
+
+
+class SuiteFitSerializer(serializers.Serializer):
+    suite = serializers.CharField()
+    operators = serializers.ListField(child=serializers.CharField())
+    suite_operators = serializers.IntegerField()
+
+
+class BundleCheckSerializer(serializers.Serializer):
+    ok = serializers.BooleanField(help_text="true: a submission of it would be queued")
+    suite = serializers.CharField(help_text="the suite version checked against")
+    filename = serializers.CharField(help_text="the uploaded file's name")
+    code = serializers.CharField(
+        help_text="the rejection code when not ok, e.g. bundle:syntax-error"
+    )
+    detail = serializers.CharField(help_text="what to fix, when not ok")
+    operators = serializers.DictField(
+        child=serializers.CharField(), help_text="operator -> file that would be evaluated"
+    )
+    missing = serializers.ListField(
+        child=serializers.CharField(), help_text="the suite's operators the bundle lacks"
+    )
+    warnings = serializers.ListField(child=serializers.CharField())
+    files = serializers.ListField(child=serializers.CharField())
+    fits = SuiteFitSerializer(many=True, help_text="every published suite, best fit first")
+    best_suite = serializers.CharField(help_text="the suite that would evaluate most of it")
+
+
+class BundleCheckRequestSerializer(serializers.Serializer):
+    bundle = serializers.FileField(
+        allow_empty_file=True, help_text="`.zip`, `.tar.gz` or a single `<operator>.py`"
+    )
+    suite = serializers.CharField(
+        required=False, help_text="Suite slug (default: the board's default suite)"
+    )
+
+    def validate_suite(self, value: str) -> SuiteVersion:
+        return SubmissionCreateSerializer().validate_suite(value)
+
+
+class BundleCheckApi(APIView):
+    parser_classes = [MultiPartParser, FormParser]
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="submissions_check",
+        summary="Check a bundle without submitting it (nothing stored, no quota, no worker)",
+        request={"multipart/form-data": BundleCheckRequestSerializer},
+        responses={
+            200: OpenApiResponse(
+                BundleCheckSerializer, description="The check ran; `ok` says if it passed."
+            ),
+            400: OpenApiResponse(ValidationErrorSerializer, description="Bad form fields."),
+            401: OpenApiResponse(ErrorSerializer, description="No or bad token."),
+        },
+        tags=["submissions"],
+    )
+    def post(self, request: Request) -> Response:
+        form = BundleCheckRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        result = bundle_check(
+            upload=form.validated_data["bundle"], suite_version=form.validated_data.get("suite")
+        )
+        return Response(BundleCheckSerializer(result.to_dict()).data)

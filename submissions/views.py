@@ -16,6 +16,7 @@ from leaderboard import charts
 from leaderboard import selectors as board_selectors
 
 from . import selectors, services
+from .checks import bundle_check
 from .forms import BundleUploadForm
 from .models import OperatorResult, ShapeResult, Submission
 from .quotas import QuotaExceeded, quota_status, quota_summary
@@ -24,6 +25,15 @@ from .quotas import QuotaExceeded, quota_status, quota_summary
 @login_required
 def submission_new(request: HttpRequest) -> HttpResponse:
     form = BundleUploadForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid() and request.POST.get("action") == "check":
+        # Check only: the same static checks, nothing stored, no quota, no worker.
+        data = form.cleaned_data
+        context = {
+            "form": form,
+            "quota": quota_summary(quota_status(owner=request.user)),
+            "check": bundle_check(upload=data["bundle"], suite_version=data["suite_version"]),
+        }
+        return render(request, "submissions/new.html", context)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:

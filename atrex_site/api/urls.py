@@ -36,6 +36,7 @@ urlpatterns = [
         name="hardware",
     ),
     path("submissions/", submissions_api.SubmissionListCreateApi.as_view(), name="submissions"),
+    path("submissions/check/", submissions_api.BundleCheckApi.as_view(), name="submissions-check"),
     path("quota/", submissions_api.QuotaApi.as_view(), name="quota"),
     path("submissions/<int:pk>/", submissions_api.SubmissionDetailApi.as_view(), name="submission"),
     path(

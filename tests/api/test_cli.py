@@ -67,6 +67,14 @@ def test_submit_a_good_bundle_is_queued(cli, catalogue, user, tmp_path, held_mes
     assert code == 0 and f"#{submission.pk} queued" in output
 
 
+def test_check_prints_the_verdict_and_exits_by_it(cli, catalogue, tmp_path):
+    code, output = cli("check", str(_bundle(tmp_path, {"rms_norm.py": MODULE})))
+    assert code == 0 and output.startswith("ok: 1 operator(s) would be evaluated")
+    code, output = cli("check", str(_bundle(tmp_path, {"rms_norm.py": "def broken(:\n"})))
+    assert code == 1 and "[bundle:syntax-error]" in output and "rms_norm.py, line 1" in output
+    assert Submission.objects.count() == 0
+
+
 def test_quota_prints_what_is_left_per_limit(cli, catalogue, settings, tmp_path):
     settings.ATREX = {**settings.ATREX, "QUOTA_PER_HOUR": 10, "QUOTA_PER_DAY": 0}
     cli("submit", str(_bundle(tmp_path, {"rms_norm.py": "def broken(:\n"})))  # not counted
