@@ -544,14 +544,16 @@ def _check_entries(
             continue
         if _defines_model(tree):
             skipped.append(name)
-            warnings.append(
-                f"{name} skipped: it defines class Model, but {path.stem!r} is not an operator "
-                "of this suite, so it is not evaluated (name kernel files after the suite's "
-                "operators, or choose the suite that has it)."
-            )
 
     if not operators and skipped:
         raise _unknown_operator(PurePosixPath(skipped[0]).stem, known, also=skipped[1:])
+    if skipped:
+        warnings.append(
+            f"Skipped {len(skipped)} kernel file{'s' if len(skipped) > 1 else ''} for "
+            f"operators this suite does not have: {', '.join(skipped)}. They define class "
+            "Model but are not evaluated; choose the suite that has them, or name kernel "
+            "files after this suite's operators."
+        )
     if not operators:
         listed = ", ".join(files[:20]) + (" …" if len(files) > 20 else "") or "(none)"
         hint = ""
