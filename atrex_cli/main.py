@@ -1,13 +1,14 @@
-"""``atrex submit | check | status | board | quota``: submit bundles and follow them.
+"""``atrex``: submit kernel bundles to an Atrex-Bench portal, check them, follow them,
+read the board and your quota, from a terminal or a script.
 
 Environment: ``ATREX_URL`` (default http://127.0.0.1:8000), ``ATREX_TOKEN`` (else
-``~/.config/atrex/token``). Exit codes: 0 success (published, when waiting), 1 failed or
-rejected (the reason is printed), 2 usage or connection problems.
+``~/.config/atrex/token``). ``--json`` prints the API's answer as JSON instead of tables.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -15,10 +16,38 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from evaluator.figures import roofline_percent, speedup
+
 from .client import DEFAULT_URL, ApiError, Client, token_from_environment
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_CODES = """exit codes:
+  0    success: submitted (published, with --wait), a check passed, a listing printed
+  1    the portal said no: rejected, failed, held for review, a check that failed,
+       an unknown submission
+  2    usage or connection problem: no token, bad arguments, no such file, server
+       unreachable, 401/403
+  130  interrupted (Ctrl-C)"""
 BAR_WIDTH = 30
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> str:
+    """Columns as wide as their widest cell, two spaces apart; columns in ``right`` (by
+    index) aligned right, as figures are."""
+    cells = [[str(cell) for cell in row] for row in [headers, *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = []
+    for row in cells:
+        parts = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(row)
+        ]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def submission_url(client: Client, submission_id: int) -> str:
+    return f"{client.base_url.rstrip('/')}/submissions/{submission_id}/"
 
 
 def progress_line(progress: dict[str, Any]) -> str:
@@ -29,47 +58,48 @@ def progress_line(progress: dict[str, Any]) -> str:
     return f"[{bar}] {done}/{total or '?'} shapes  {progress.get('status', '')}"
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
-    """A figure with ``digits`` significant digits, so that a CPU development score of 2e-5
-    does not read as 0."""
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
-    return str(value)
-
-
 def scores_table(submission: dict[str, Any]) -> str:
-    """The aggregate figures, then one line per operator."""
+    """The aggregate figures, then one line per operator, aligned."""
     scores = submission.get("scores") or {}
     lines = [f"submission #{submission['id']}  {submission.get('title', '')}"]
-    for key in (
-        "aggregate",
-        "real_pass_rate",
-        "apparent_pass_rate",
-        "fallback_rate",
-        "geomean_speedup_eager",
-    ):
-        lines.append(f"  {key:<24}{_fmt(scores.get(key))}")
-    if scores.get("aggregate_ci"):
-        low, high = scores["aggregate_ci"]
-        lines.append(f"  {'aggregate 95% interval':<24}{_fmt(low)} - {_fmt(high)}")
+    interval = scores.get("aggregate_ci")
+    summary = [
+        ("score (of the roofline)", roofline_percent(scores.get("aggregate"))),
+        (
+            "95% interval",
+            f"{roofline_percent(interval[0])} – {roofline_percent(interval[1])}"
+            if interval
+            else "–",
+        ),
+        ("real-kernel pass rate", roofline_percent(scores.get("real_pass_rate"))),
+        ("apparent pass rate", roofline_percent(scores.get("apparent_pass_rate"))),
+        ("fallback rate", roofline_percent(scores.get("fallback_rate"))),
+        ("speedup over eager", speedup(scores.get("geomean_speedup_eager"))),
+    ]
+    lines.append(table(["figure", "value"], summary, right=[1]))
     operators = submission.get("operators") or []
     if operators:
-        lines.append(f"  {'operator':<28}{'status':<16}{'score':>8}")
-        for row in operators:
-            lines.append(f"  {row['operator']:<28}{row['status']:<16}{_fmt(row['score']):>8}")
+        rows = [
+            [row["operator"], row["status"], roofline_percent(row["score"])] for row in operators
+        ]
+        lines.append("")
+        lines.append(table(["operator", "status", "score"], rows, right=[2]))
     return "\n".join(lines)
 
 
 def board_table(board: dict[str, Any]) -> str:
     lines = [f"{board['suite']} on {board['hardware']}: {board['count']} submissions"]
-    lines.append(f"{'rank':>4}  {'#':>6}  {'aggregate':>9}  {'real pass':>9}  title (owner)")
-    for row in board["results"]:
-        lines.append(
-            f"{row['rank']:>4}  {row['submission']:>6}  {_fmt(row['aggregate']):>9}  "
-            f"{_fmt(row['real_pass_rate'], 3):>9}  {row['title']} ({row['owner']})"
-        )
+    rows = [
+        [
+            row["rank"] if row.get("rank") is not None else "base",
+            row["submission"],
+            roofline_percent(row["aggregate"]),
+            roofline_percent(row["real_pass_rate"]),
+            f"{row['title']} ({row['owner']})",
+        ]
+        for row in board["results"]
+    ]
+    lines.append(table(["rank", "#", "score", "real pass", "title (owner)"], rows, [0, 1, 2, 3]))
     return "\n".join(lines)
 
 
@@ -103,24 +133,28 @@ def wait_until_final(
         sleep(interval_s)
 
 
-def _finish(client: Client, submission_id: int, progress: dict[str, Any], out: TextIO) -> int:
-    """Print the outcome of a final submission; 0 when published."""
-    if progress["status"] == "published":
-        out.write(scores_table(client.submission(submission_id)) + "\n")
-        return EXIT_OK
-    reason = progress.get("error_message") or progress.get("status_display") or ""
-    code = progress.get("error_code") or progress["status"]
-    out.write(f"submission #{submission_id} {progress['status']}: [{code}] {reason}\n")
-    return EXIT_FAILED
+NO_TOKEN = "No API token: set ATREX_TOKEN or write it to ~/.config/atrex/token.\n"
 
 
-def cmd_submit(args: argparse.Namespace, client: Client, out: TextIO) -> int:
+def _json(out: TextIO, body: Any) -> None:
+    out.write(json.dumps(body, indent=2, sort_keys=True) + "\n")
+
+
+def _bundle_path(args: argparse.Namespace, client: Client, out: TextIO) -> Path | None:
+    """The bundle argument as an existing file, or None after saying what is wrong."""
     if not client.token:
-        out.write("No API token: set ATREX_TOKEN or write it to ~/.config/atrex/token.\n")
-        return EXIT_USAGE
+        out.write(NO_TOKEN)
+        return None
     bundle = Path(args.bundle)
     if not bundle.is_file():
         out.write(f"{bundle}: no such file\n")
+        return None
+    return bundle
+
+
+def cmd_submit(args: argparse.Namespace, client: Client, out: TextIO) -> int:
+    bundle = _bundle_path(args, client, out)
+    if bundle is None:
         return EXIT_USAGE
     fields = {"title": args.title or "", "visibility": args.visibility}
     if args.suite:
@@ -128,32 +162,66 @@ def cmd_submit(args: argparse.Namespace, client: Client, out: TextIO) -> int:
     if args.hardware:
         fields["hardware"] = args.hardware
     status, body = client.submit(bundle, fields=fields)
+    if args.json and not args.wait:
+        _json(out, body)
+        return EXIT_FAILED if status == 422 else EXIT_OK
+    url = submission_url(client, body["id"])
     if status == 422:
-        out.write(f"submission #{body['id']} rejected: [{body['code']}] {body['detail']}\n")
+        out.write(f"submission #{body['id']} rejected: [{body['code']}]\n{body['detail']}\n")
+        out.write(f"  {url}\n")
         return EXIT_FAILED
     out.write(
         f"submission #{body['id']} {body['status']} on {body['suite']} / {body['hardware']}\n"
+        f"  {url}\n"
     )
+    for warning in (body.get("manifest") or {}).get("warnings") or []:
+        out.write(f"warning: {warning}\n")
     if not args.wait:
         return EXIT_OK
-    progress = wait_until_final(client, body["id"], out=out, interval_s=args.interval)
-    return _finish(client, body["id"], progress, out)
+    progress = wait_until_final(
+        client, body["id"], out=sys.stderr if args.json else out, interval_s=args.interval
+    )
+    return _finish(client, body["id"], progress, out, as_json=args.json)
+
+
+def _finish(
+    client: Client, submission_id: int, progress: dict[str, Any], out: TextIO, *, as_json=False
+) -> int:
+    """Print the outcome of a final submission; 0 when published."""
+    if as_json:
+        _json(out, client.submission(submission_id))
+        return EXIT_OK if progress["status"] == "published" else EXIT_FAILED
+    if progress["status"] == "published":
+        out.write(scores_table(client.submission(submission_id)) + "\n")
+        out.write(f"  {submission_url(client, submission_id)}\n")
+        return EXIT_OK
+    reason = progress.get("error_message") or progress.get("status_display") or ""
+    code = progress.get("error_code") or progress["status"]
+    out.write(f"submission #{submission_id} {progress['status']}: [{code}] {reason}\n")
+    out.write(f"  {submission_url(client, submission_id)}\n")
+    return EXIT_FAILED
 
 
 def cmd_status(args: argparse.Namespace, client: Client, out: TextIO) -> int:
     if args.wait:
-        progress = wait_until_final(client, args.id, out=out, interval_s=args.interval)
-        return _finish(client, args.id, progress, out)
+        progress = wait_until_final(
+            client, args.id, out=sys.stderr if args.json else out, interval_s=args.interval
+        )
+        return _finish(client, args.id, progress, out, as_json=args.json)
     submission = client.submission(args.id)
+    failed = bool(submission.get("error")) or submission["status"] in ("held_for_review",)
+    if args.json:
+        _json(out, submission)
+        return EXIT_FAILED if failed else EXIT_OK
     progress = submission["progress"]
     bar = progress_line({**progress, "status": ""}).rstrip()
     out.write(f"submission #{submission['id']} {submission['status']}  {bar}\n")
+    out.write(f"  {submission_url(client, submission['id'])}\n")
     if submission.get("error"):
         out.write(f"[{submission['error']['code']}] {submission['error']['message']}\n")
-        return EXIT_FAILED
     if submission["status"] == "published":
         out.write(scores_table(submission) + "\n")
-    return EXIT_OK
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def check_lines(check: dict[str, Any]) -> list[str]:
@@ -174,15 +242,14 @@ def check_lines(check: dict[str, Any]) -> list[str]:
 
 
 def cmd_check(args: argparse.Namespace, client: Client, out: TextIO) -> int:
-    if not client.token:
-        out.write("No API token: set ATREX_TOKEN or write it to ~/.config/atrex/token.\n")
-        return EXIT_USAGE
-    bundle = Path(args.bundle)
-    if not bundle.is_file():
-        out.write(f"{bundle}: no such file\n")
+    bundle = _bundle_path(args, client, out)
+    if bundle is None:
         return EXIT_USAGE
     check = client.check(bundle, fields={"suite": args.suite} if args.suite else {})
-    out.write("\n".join(check_lines(check)) + "\n")
+    if args.json:
+        _json(out, check)
+    else:
+        out.write("\n".join(check_lines(check)) + "\n")
     return EXIT_OK if check["ok"] else EXIT_FAILED
 
 
@@ -209,23 +276,47 @@ def quota_lines(quota: dict[str, Any]) -> list[str]:
 
 def cmd_quota(args: argparse.Namespace, client: Client, out: TextIO) -> int:
     if not client.token:
-        out.write("No API token: set ATREX_TOKEN or write it to ~/.config/atrex/token.\n")
+        out.write(NO_TOKEN)
         return EXIT_USAGE
-    out.write("\n".join(quota_lines(client.quota())) + "\n")
+    quota = client.quota()
+    if args.json:
+        _json(out, quota)
+    else:
+        out.write("\n".join(quota_lines(quota)) + "\n")
     return EXIT_OK
 
 
 def cmd_board(args: argparse.Namespace, client: Client, out: TextIO) -> int:
-    out.write(board_table(client.board(suite=args.suite, hardware=args.hardware)) + "\n")
+    board = client.board(suite=args.suite, hardware=args.hardware)
+    if args.json:
+        _json(out, board)
+    else:
+        out.write(board_table(board) + "\n")
     return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="atrex", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="atrex",
+        description="Submit kernel bundles to an Atrex-Bench portal, check them, follow "
+        "them, and read the board and your quota, from a terminal or a script.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--url", default=None, help=f"portal URL (ATREX_URL; {DEFAULT_URL})")
+    parser.add_argument(
+        "--json", action="store_true", help="print the API's answer as JSON (for scripts)"
+    )
+    # --json is accepted before or after the command (atrex --json board, atrex board --json).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    submit = commands.add_parser("submit", help="upload a bundle (.zip, .tar.gz or .py)")
+    submit = commands.add_parser(
+        "submit", parents=[common], help="upload a bundle (.zip, .tar.gz or .py)"
+    )
     submit.add_argument("bundle")
     submit.add_argument("--title")
     submit.add_argument("--suite", help="suite slug, e.g. atrex-bench-v1")
@@ -235,23 +326,29 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
     submit.set_defaults(handler=cmd_submit)
 
-    status = commands.add_parser("status", help="a submission's status (and scores)")
+    status = commands.add_parser(
+        "status", parents=[common], help="a submission's status (and scores)"
+    )
     status.add_argument("id", type=int)
     status.add_argument("--wait", action="store_true")
     status.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
     status.set_defaults(handler=cmd_status)
 
     check = commands.add_parser(
-        "check", help="run every check of a bundle without submitting it (no quota used)"
+        "check",
+        parents=[common],
+        help="run every check of a bundle without submitting it (no quota used)",
     )
     check.add_argument("bundle")
     check.add_argument("--suite", help="suite slug, e.g. atrex-bench-v1")
     check.set_defaults(handler=cmd_check)
 
-    quota = commands.add_parser("quota", help="your submission limits and what is left")
+    quota = commands.add_parser(
+        "quota", parents=[common], help="your submission limits and what is left"
+    )
     quota.set_defaults(handler=cmd_quota)
 
-    board = commands.add_parser("board", help="the leaderboard")
+    board = commands.add_parser("board", parents=[common], help="the leaderboard")
     board.add_argument("--suite")
     board.add_argument("--hardware")
     board.set_defaults(handler=cmd_board)
@@ -276,4 +373,4 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         )
         return EXIT_USAGE if failure.status in (0, 401, 403) else EXIT_FAILED
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -95,9 +96,10 @@ def test_status_wait_on_a_published_submission_prints_scores(cli, publish):
     submission = publish(fraction=0.3, title="fast kernels")
     code, output = cli("status", str(submission.pk), "--wait")
     assert code == 0, output
-    assert re.search(r"aggregate\s+0\.3\n", output) and "rms_norm" in output
+    assert re.search(r"score \(of the roofline\)\s+30\.0%\n", output) and "rms_norm" in output
     total = submission.runs.get().shapes_total
     assert f"] {total}/{total} shapes  published" in output
+    assert f"/submissions/{submission.pk}/" in output  # where to read it in a browser
 
 
 def test_board_lists_published_rows(cli, publish):
@@ -107,7 +109,14 @@ def test_board_lists_published_rows(cli, publish):
     assert code == 0
     lines = output.splitlines()
     assert "2 submissions" in lines[0]
-    assert "fast" in lines[2] and " 0.7 " in lines[2] and "slow" in lines[3]
+    assert lines[1].split()[:4] == ["rank", "#", "score", "real"]
+    assert "fast" in lines[2] and " 70.0% " in lines[2] and "slow" in lines[3]
+    # Aligned: every figure column ends where its header ends.
+    header_end = lines[1].index("score") + len("score")
+    assert all(line[header_end - 1] == "%" for line in lines[2:])
+    code, output = cli("board", "--suite", "atrex-bench-v0.1", "--hardware", "cpu-dev", "--json")
+    body = json.loads(output)
+    assert code == 0 and [row["title"] for row in body["results"]] == ["fast", "slow"]
 
 
 def test_status_of_an_unknown_submission_exits_1(cli, catalogue):
@@ -161,9 +170,29 @@ def test_wait_draws_one_bar_line_per_change_until_final():
     ]
 
 
-def test_small_figures_keep_their_significant_digits():
-    from atrex_cli.main import _fmt
+def test_tables_align_columns_and_right_align_figures():
+    from atrex_cli.main import table
 
-    assert _fmt(2.345e-05) == "2.345e-05"
-    assert _fmt(0.40431) == "0.4043"
-    assert _fmt(None) == "-"
+    text = table(["operator", "score"], [["rms_norm", "5.03%"], ["silu_and_mul", "0.00566%"]], [1])
+    assert text.splitlines() == [
+        "operator         score",
+        "rms_norm         5.03%",
+        "silu_and_mul  0.00566%",
+    ]
+
+
+def test_submit_prints_the_submission_url_and_json_for_scripts(cli, catalogue, user, tmp_path):
+    bundle = _bundle(tmp_path, {"rms_norm.py": MODULE})
+    code, output = cli("submit", str(bundle), "--hardware", "cpu-dev")
+    submission = Submission.objects.get(owner=user)
+    assert code == 0 and f"/submissions/{submission.pk}/" in output.splitlines()[1]
+    code, output = cli("--json", "submit", str(_bundle(tmp_path, {"rms_norm.py": "x(:\n"})))
+    body = json.loads(output)
+    assert code == 1 and body["status"] == "rejected" and body["code"] == "bundle:syntax-error"
+
+
+def test_help_documents_the_exit_codes():
+    from atrex_cli.main import build_parser
+
+    text = build_parser().format_help()
+    assert "exit codes:" in text and "130" in text and "401/403" in text

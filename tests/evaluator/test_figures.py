@@ -1,0 +1,53 @@
+"""One way to write figures for people: percentages of the roofline with three significant
+figures, never e-notation, never 0 for a positive value; SI prefixes for times and rates."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evaluator.figures import duration_ms, roofline_percent, si, significant, speedup
+
+
+@pytest.mark.parametrize(
+    "fraction, shown",
+    [
+        (0.0503, "5.03%"),
+        (5.66e-05, "0.00566%"),  # a CPU development score, printed as 5.66e-05 before
+        (6.22e-04, "0.0622%"),
+        (0.51, "51.0%"),
+        (0.80, "80.0%"),
+        (1.0, "100%"),
+        (0.9996, "100%"),
+        (0.0, "0%"),
+        (None, "–"),
+    ],
+)
+def test_roofline_fractions_read_as_percentages(fraction, shown):
+    assert roofline_percent(fraction) == shown
+
+
+@pytest.mark.parametrize("value", [1e-12, 3.3e-9, 5.66e-05, 0.1, 1.0, 12.5, 1234.5, 9.996e7])
+def test_significant_never_uses_e_notation_and_keeps_the_value(value):
+    text = significant(value)
+    assert "e" not in text.lower() and float(text) != 0
+    assert math.isclose(float(text), value, rel_tol=5e-3)
+
+
+def test_significant_keeps_three_figures_with_trailing_zeros():
+    assert [significant(v) for v in (3.2, 12.0, 100.0, 9.996, 1234.5)] == [
+        "3.20", "12.0", "100", "10.0", "1230"
+    ]  # fmt: skip
+    assert significant(float("nan")) == "–" and significant(None) == "–"
+
+
+def test_times_and_rates_carry_si_prefixes():
+    assert duration_ms(1.71e-3) == "1.71 µs"
+    assert duration_ms(0.0689) == "68.9 µs"
+    assert duration_ms(3.2) == "3.20 ms"
+    assert duration_ms(2500) == "2.50 s"
+    assert si(4.8e12, "B/s") == "4.80 TB/s"
+    assert si(989e12, "FLOP/s") == "989 TFLOP/s"
+    assert si(1.2e15, "FLOP/s") == "1.20 PFLOP/s"
+    assert speedup(10.27) == "10.3×"
