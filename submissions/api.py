@@ -33,6 +33,7 @@ from leaderboard.models import HardwareProfile, SuiteVersion
 from . import selectors, services
 from .checks import bundle_check
 from .models import EvaluationRun, OperatorResult, ShapeResult, StatusChange, Submission
+from .queues import queue_states
 from .quotas import QuotaExceeded, quota_status
 
 NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such submission visible to you.")
@@ -188,8 +189,21 @@ class SubmissionRejectedSerializer(SubmissionDetailSerializer):
         fields = [*SubmissionDetailSerializer.Meta.fields, "detail", "code"]
 
 
+class QueuePlaceSerializer(serializers.Serializer):
+    position = serializers.IntegerField(help_text="1: the next run its hardware's workers take")
+    workers_online = serializers.IntegerField(help_text="workers serving this hardware now")
+    wait_s = serializers.FloatField(
+        allow_null=True,
+        help_text="estimated seconds until it starts, from the median wall time of the "
+        "hardware's recent runs; null without a worker online or without any finished run",
+    )
+    note = serializers.CharField(help_text="the same in words, as the page shows it")
+
+
 class SubmissionProgressSerializer(serializers.Serializer):
     """What a poller needs, cheaply."""
+
+    queue = QueuePlaceSerializer(allow_null=True, help_text="while queued; null otherwise")
 
     id = serializers.IntegerField()
     status = serializers.ChoiceField(choices=Submission.Status.choices)
@@ -460,3 +474,30 @@ class BundleCheckApi(APIView):
             upload=form.validated_data["bundle"], suite_version=form.validated_data.get("suite")
         )
         return Response(BundleCheckSerializer(result.to_dict()).data)
+
+
+class QueueStateSerializer(serializers.Serializer):
+    hardware = serializers.CharField()
+    name = serializers.CharField()
+    workers_online = serializers.IntegerField()
+    serves = serializers.BooleanField(help_text="false: no worker online, submissions wait")
+    waiting = serializers.IntegerField(help_text="runs queued, not yet taken")
+    running = serializers.IntegerField()
+    median_run_s = serializers.FloatField(allow_null=True)
+    runs_measured = serializers.IntegerField(help_text="finished runs the median is taken over")
+    new_wait_s = serializers.FloatField(
+        allow_null=True, help_text="estimated seconds before a new submission would start"
+    )
+
+
+class QueueListApi(APIView):
+    @extend_schema(
+        operation_id="queues_list",
+        summary="Each hardware's queue: workers online, runs waiting and running, the "
+        "estimated wait of a new submission",
+        responses={200: QueueStateSerializer(many=True)},
+        tags=["submissions"],
+    )
+    def get(self, request: Request) -> Response:
+        states = [state.to_dict() for state in queue_states()]
+        return Response(QueueStateSerializer(states, many=True).data)

@@ -41,12 +41,39 @@ def submission_latest_run(*, submission: Submission) -> EvaluationRun | None:
     return submission.runs.order_by("-attempt").first()
 
 
+def submission_queue(*, submission: Submission, run: EvaluationRun | None) -> dict | None:
+    """While queued: its place in its hardware's queue, the workers serving it and the
+    estimated wait, with a sentence for the page; None otherwise."""
+    if run is None or submission.status != Submission.Status.QUEUED:
+        return None
+    from .queues import queue_state, run_queue_position, wait_in_words
+
+    position = run_queue_position(run=run)
+    if position is None:
+        return None
+    state = queue_state(hardware=submission.hardware)
+    workers = state.workers_online
+    note = (
+        f"Number {position['position']} in the queue for {state.name} · "
+        f"{workers} worker{'s' if workers != 1 else ''} online · "
+        f"{wait_in_words(position['wait_s'], state)}"
+    )
+    return {
+        "position": position["position"],
+        "workers_online": workers,
+        "wait_s": position["wait_s"],
+        "note": note,
+    }
+
+
 def submission_progress(*, submission: Submission) -> dict:
-    """What the live status box shows: status, progress of the latest run, the error."""
+    """What the live status box shows: status, progress of the latest run, the error, and
+    while queued where it stands in its queue."""
     run = submission_latest_run(submission=submission)
     done = run.shapes_done if run else 0
     total = run.shapes_total if run else 0
     return {
+        "queue": submission_queue(submission=submission, run=run),
         "id": submission.pk,
         "status": submission.status,
         "status_display": submission.get_status_display(),

@@ -19,20 +19,47 @@ from . import selectors, services
 from .checks import bundle_check
 from .forms import BundleUploadForm
 from .models import OperatorResult, ShapeResult, Submission
+from .queues import queue_states, wait_in_words
 from .quotas import QuotaExceeded, quota_status, quota_summary
+
+
+def _upload_form(request: HttpRequest) -> tuple[BundleUploadForm, list]:
+    """The upload form, its hardware choices labelled with whether a worker serves them
+    now, and those queues' states (the page's table)."""
+    form = BundleUploadForm(request.POST or None, request.FILES or None)
+    states = queue_states()
+    by_slug = {state.hardware: state for state in states}
+
+    def label(hardware) -> str:
+        state = by_slug.get(hardware.slug)
+        if state is None or not state.serves:
+            return f"{hardware.name} (no worker online: a submission waits)"
+        workers = state.workers_online
+        return f"{hardware.name} ({workers} worker{'s' if workers != 1 else ''} online)"
+
+    form.fields["hardware"].label_from_instance = label
+    return form, states
+
+
+def _form_context(request: HttpRequest, form: BundleUploadForm, states: list, **extra):
+    return {
+        "form": form,
+        "queues": [
+            (state, wait_in_words(state.wait_s(ahead=state.waiting), state)) for state in states
+        ],
+        "quota": quota_summary(quota_status(owner=request.user)),
+        **extra,
+    }
 
 
 @login_required
 def submission_new(request: HttpRequest) -> HttpResponse:
-    form = BundleUploadForm(request.POST or None, request.FILES or None)
+    form, states = _upload_form(request)
     if request.method == "POST" and form.is_valid() and request.POST.get("action") == "check":
         # Check only: the same static checks, nothing stored, no quota, no worker.
         data = form.cleaned_data
-        context = {
-            "form": form,
-            "quota": quota_summary(quota_status(owner=request.user)),
-            "check": bundle_check(upload=data["bundle"], suite_version=data["suite_version"]),
-        }
+        check = bundle_check(upload=data["bundle"], suite_version=data["suite_version"])
+        context = _form_context(request, form, states, check=check)
         return render(request, "submissions/new.html", context)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -54,15 +81,19 @@ def submission_new(request: HttpRequest) -> HttpResponse:
         except QuotaExceeded as error:
             # Nothing is stored; the form says when the owner may submit again.
             form.add_error(None, error.message)
-            context = {"form": form, "quota": quota_summary(quota_status(owner=request.user))}
+            context = _form_context(request, form, states)
             response = render(request, "submissions/new.html", context, status=429)
             response["Retry-After"] = str(error.retry_after_s)
             return response
         return redirect("submissions:detail", pk=submission.pk)
     form.fields["suite_version"].initial = board_selectors.suite_version_default()
-    form.fields["hardware"].initial = board_selectors.hardware_default()
-    context = {"form": form, "quota": quota_summary(quota_status(owner=request.user))}
-    return render(request, "submissions/new.html", context)
+    default = board_selectors.hardware_default()
+    served = [state.hardware for state in states if state.serves]
+    if served and (default is None or default.slug not in served):
+        # Propose hardware a worker serves now rather than a queue nobody consumes.
+        default = next(h for h in form.fields["hardware"].queryset if h.slug in served)
+    form.fields["hardware"].initial = default
+    return render(request, "submissions/new.html", _form_context(request, form, states))
 
 
 def _visible_submission(request: HttpRequest, pk: int):

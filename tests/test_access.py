@@ -88,6 +88,7 @@ RULES: dict[str, Rule] = {
     "api:submission-shapes": PRIVATE,
     "api:tokens": Rule(status={"anon": {401}, "other": {200}, "owner": {200}, "staff": {200}}),
     "api:submissions-check": Rule(status={"anon": {401, 405}}),
+    "api:queues": PUBLIC_LIST,
     "api:quota": Rule(status={"anon": {401}, "other": {200}, "owner": {200}, "staff": {200}}),
     "api:token": Rule(status={"anon": {401}}, args=("token",)),
     "api:schema": PUBLIC_LIST,

@@ -38,6 +38,7 @@ urlpatterns = [
     path("submissions/", submissions_api.SubmissionListCreateApi.as_view(), name="submissions"),
     path("submissions/check/", submissions_api.BundleCheckApi.as_view(), name="submissions-check"),
     path("quota/", submissions_api.QuotaApi.as_view(), name="quota"),
+    path("queues/", submissions_api.QueueListApi.as_view(), name="queues"),
     path("submissions/<int:pk>/", submissions_api.SubmissionDetailApi.as_view(), name="submission"),
     path(
         "submissions/<int:pk>/progress/",

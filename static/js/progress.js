@@ -16,6 +16,11 @@
     bar.max = p.shapes_total || 1;
     bar.value = p.shapes_done;
     text.textContent = p.shapes_done + " / " + p.shapes_total + " shapes";
+    var queueNote = document.getElementById("queue-note");
+    if (queueNote) {
+      queueNote.textContent = p.queue ? p.queue.note : "";
+      queueNote.hidden = !p.queue;
+    }
     if (p.error_message) {
       document.getElementById("error-code").textContent = p.error_code;
       document.getElementById("error-message").textContent = p.error_message;
