@@ -15,10 +15,10 @@ from django.utils import timezone
 from leaderboard.models import HardwareProfile
 
 from .models import WorkerNode
+from .services import EVALUATION_QUEUE_PREFIX
 
 if TYPE_CHECKING:
     from celery import Celery
-from .services import EVALUATION_QUEUE_PREFIX
 
 logger = logging.getLogger(__name__)
 
