@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # their own torch and triton (see docs/deploying.md).
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo test browser lint audit
+.PHONY: install demo test typecheck browser lint audit
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -32,10 +32,16 @@ demo: install
 	$(PY) manage.py seed_demo
 	$(PY) manage.py rundev
 
-test: install browser
+test: install browser typecheck
 	$(VENV)/bin/ruff check .
 	$(PY) scripts/bandit_check.py
+	# A model changed without its migration fails here (nothing is written).
+	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# mypy over the service and selector layers (which files: [tool.mypy] in pyproject.toml).
+typecheck: install
+	$(PY) -m mypy
 
 lint: install
 	$(VENV)/bin/ruff check .

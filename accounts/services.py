@@ -6,11 +6,16 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from .models import ApiToken
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from django.db.models import QuerySet
 
 # New tokens read "atx_" + 40 random URL-safe characters (240 bits). Tokens issued before
 # hashing (40 hex characters, DRF authtoken) keep working: only their digest is stored.
@@ -40,7 +45,9 @@ class IssuedToken:
     secret: str  # shown to the user once, never stored
 
 
-def api_token_create(*, user, name: str = "", expires_in_days: int | None = None) -> IssuedToken:
+def api_token_create(
+    *, user: User, name: str = "", expires_in_days: int | None = None
+) -> IssuedToken:
     """A new token for ``user``. ``name`` must be unique among their active tokens (an empty
     name gets one from the token's prefix); ``expires_in_days`` None: never expires."""
     name = name.strip()
@@ -93,7 +100,7 @@ def api_token_revoke(*, token: ApiToken) -> None:
     ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
 
 
-def api_tokens_of(*, user):
+def api_tokens_of(*, user: User) -> QuerySet[ApiToken]:
     """The user's active tokens, newest first (no secrets: they are not stored)."""
     now = timezone.now()
     return ApiToken.objects.filter(user=user, revoked_at__isnull=True).exclude(expires_at__lte=now)

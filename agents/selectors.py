@@ -3,19 +3,24 @@ selects an agent row's campaign with the row (``leaderboard.selectors.leaderboar
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 
 from . import charts
 from .models import AgentEndpoint, Campaign
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
-def endpoints_of(*, user) -> QuerySet[AgentEndpoint]:
+    from submissions.models import Submission
+
+
+def endpoints_of(*, user: User) -> QuerySet[AgentEndpoint]:
     return AgentEndpoint.objects.filter(owner=user)
 
 
-def campaign_section(*, submission, can_see_sources: bool) -> dict[str, Any]:
+def campaign_section(*, submission: Submission, can_see_sources: bool) -> dict[str, Any]:
     """The submission page's campaign context: rounds per operator and the chart
     (empty for a bundle). Sources are shown to the owner and staff only."""
     campaign = (

@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.files.base import ContentFile
@@ -33,6 +35,9 @@ from .models import AgentEndpoint, AllowedNetwork, Campaign, CampaignRound
 from .protocol import AgentClient, AgentError, Limits
 from .shared_secret import secret_decrypt, secret_encrypt, secret_generate
 from .ssrf import IPNetwork, parse_networks, resolve_target
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +84,7 @@ class EndpointFields:
     operators: tuple[str, ...] = ()
 
 
-def endpoint_register(*, owner, fields: EndpointFields) -> tuple[AgentEndpoint, str]:
+def endpoint_register(*, owner: User, fields: EndpointFields) -> tuple[AgentEndpoint, str]:
     """Record an endpoint with a new shared secret; the secret is returned once, here."""
     url_check(url=fields.url)
     known = set(known_operators())
@@ -173,7 +178,7 @@ def _plan(endpoint: AgentEndpoint, suite_version: SuiteVersion) -> dict:
 
 def campaign_start(
     *,
-    owner,
+    owner: User,
     endpoint: AgentEndpoint,
     title: str = "",
     visibility: str = Submission.Visibility.PUBLIC,
@@ -267,7 +272,7 @@ def _spec(campaign: Campaign) -> loop.CampaignSpec:
     )
 
 
-def _heartbeat(campaign: Campaign):
+def _heartbeat(campaign: Campaign) -> Callable[[dict | None], None]:
     """Record that this worker still runs the campaign (at most once per interval)."""
     interval = float(settings.ATREX["HEARTBEAT_INTERVAL_S"])
     last = [0.0]

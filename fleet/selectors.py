@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celery import current_app
 from django.conf import settings
@@ -16,6 +16,9 @@ from leaderboard.models import HardwareProfile
 
 from .models import WorkerNode
 from .services import EVALUATION_QUEUE_PREFIX
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +68,9 @@ def known_queues(*, workers: list[WorkerView]) -> list[str]:
     return sorted(queues)
 
 
-def broker_queue_sizes(queues: list[str], *, app=None) -> tuple[dict[str, int | None], str]:
+def broker_queue_sizes(
+    queues: list[str], *, app: Celery | None = None
+) -> tuple[dict[str, int | None], str]:
     """Waiting messages per queue, asked of the broker through kombu (a passive declare:
     Redis LLEN of the queue's lists, a count of message files on the filesystem broker).
     An absent queue is empty. Returns the sizes and the broker error, if any."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -26,9 +27,16 @@ def trace_frame(*, traces: Sequence[Trace]) -> pd.DataFrame:
         "application__name", "name", "calls", "time_us"
     )
     return aggregation.trace_frame(
-        mapped=({**row, "application": row.pop("application__name")} for row in mapped),
-        unmapped=({**row, "application": row.pop("application__name")} for row in unmapped),
+        mapped=(_application_named(row) for row in mapped),
+        unmapped=(_application_named(row) for row in unmapped),
     )
+
+
+def _application_named(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The row with its ``application__name`` value under the key ``application``."""
+    renamed = dict(row)
+    renamed["application"] = renamed.pop("application__name")
+    return renamed
 
 
 def card_hours(*, traces: Sequence[Trace]) -> dict[str, float]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import IO, Any
 
@@ -180,15 +180,18 @@ def _check_operators(parsed: ParsedTrace, trace: Trace) -> None:
 
 def _applications(parsed: ParsedTrace, trace: Trace) -> dict[str | None, Application]:
     named = {row.application for row in parsed.rows} | {row.application for row in parsed.unmapped}
-    found = {app.name: app for app in Application.objects.filter(name__in=named - {None})}
-    missing = sorted(name for name in named - {None} if name not in found)
+    names = {name for name in named if name is not None}
+    found: dict[str | None, Application] = {
+        app.name: app for app in Application.objects.filter(name__in=names)
+    }
+    missing = sorted(name for name in names if name not in found)
     if missing:
         raise TraceImportError(
             f"{trace.original_name}: application(s) {', '.join(missing)} do not exist; create "
             "them with their card-hours first.",
             code="trace:no-application",
         )
-    result: dict[str | None, Application] = dict(found)
+    result = dict(found)
     if None in named:
         if trace.application is None:
             raise TraceImportError(
@@ -334,7 +337,8 @@ def proposal_create(
             )
         except curation.CurationError as error:
             raise ProposalError(error.message, error.problems) from None
-        shapes = {
+        # Looked up by (operator, base shape id); a re-weighted cluster always has its base's.
+        shapes: dict[tuple[str, str | None], Shape] = {
             (row.operator.slug, row.shape_id): row
             for row in draft.shapes.select_related("operator", "suite_version")
         }
@@ -395,7 +399,7 @@ def _round(value: float) -> float:
     return float(f"{value:.6g}")
 
 
-def _next_ids(draft: SuiteVersion):
+def _next_ids(draft: SuiteVersion) -> Callable[[str], str]:
     """Shape ids for new shapes of an operator: "t1", "t2", ... after any already there."""
     taken = set(Shape.objects.filter(suite_version=draft).values_list("operator__slug", "shape_id"))
     counters: dict[str, int] = {}

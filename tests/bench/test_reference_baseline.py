@@ -1,9 +1,12 @@
 """bench/reference_baseline.py: in compile mode with a precompile pass, on the CPU (inductor's
 C++ backend), the timed pass loads every graph the warm-only process compiled; a first call
-(a compilation) that runs past its limit is stopped there."""
+(a compilation) that runs past its limit is stopped there; compile mode compiles the
+operator's own reference, whose code the generated torch.compile bundle holds."""
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import json
 import os
 import signal
@@ -18,7 +21,10 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
-from reference_baseline import FirstCallDeadline, _first_call_s  # noqa: E402
+from reference_baseline import _COMPILED, FirstCallDeadline, _first_call_s, _model  # noqa: E402
+
+from evaluator.operators import get_operator  # noqa: E402
+from evaluator.suite import load_suite  # noqa: E402
 
 
 class _Busy(torch.nn.Module):
@@ -73,3 +79,26 @@ def test_a_precompiled_compile_baseline_loads_every_graph_from_the_shared_cache(
     assert timed["inductor_cache"]["misses"] == 0
     assert timed["inductor_cache"]["hits"] == warmed["inductor_cache"]["misses"]
     assert [s["status"] for s in timed["shapes"]] == ["pass"] * len(warmed["shapes"])
+
+
+def test_compile_mode_compiles_the_operators_reference_which_the_generated_bundle_holds():
+    spec = get_operator("rms_norm")
+    shape = load_suite("atrex-bench-v1").shapes_for("rms_norm", "smoke")[0]
+    _COMPILED.clear()
+    try:
+        model = _model(spec, shape, device="cpu", mode="compile")
+    finally:
+        _COMPILED.clear()
+    # The board's torch.compile row: the reference class itself, its forward compiled (lazily:
+    # nothing is compiled until a first call).
+    assert type(model) is spec.model_class
+    compiled = model.forward._torchdynamo_orig_callable
+    assert getattr(compiled, "__func__", compiled) is spec.model_class.forward
+    # The example bundle runs that class's code, generated from it, not a copy kept apart.
+    script = REPO / "scripts" / "make_torch_compile_bundle.py"
+    loader = importlib.util.spec_from_file_location("make_torch_compile_bundle", script)
+    generator = importlib.util.module_from_spec(loader)
+    sys.modules[loader.name] = generator
+    loader.loader.exec_module(generator)
+    reference = inspect.getsource(spec.model_class).removeprefix("class Model(")
+    assert "class Reference(" + reference in generator.operator_source("rms_norm")

@@ -14,9 +14,12 @@ import pytest
 # imported in this process (the evaluator's child processes set it themselves).
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-BUNDLES = Path(__file__).resolve().parents[2] / "examples" / "bundles"
+REPO = Path(__file__).resolve().parents[2]
+BUNDLES = REPO / "examples" / "bundles"
 TRITON_BASELINE = BUNDLES / "triton-baseline"
 TORCH_COMPILE = BUNDLES / "torch-compile"
+"""The torch.compile bundle's committed part (README, atrex.toml); its operator files are
+generated (the ``torch_compile_bundle`` fixture)."""
 
 
 def operators_of(bundle: Path) -> set[str]:
@@ -41,3 +44,23 @@ def suite_v1():
     from evaluator.suite import load_suite
 
     return load_suite("atrex-bench-v1")
+
+
+def load_bundle_generator() -> ModuleType:
+    """``scripts/make_torch_compile_bundle.py`` as a module (scripts/ is not a package)."""
+    name = "make_torch_compile_bundle"
+    if name not in sys.modules:
+        path = REPO / "scripts" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while it runs
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@pytest.fixture(scope="session")
+def torch_compile_bundle(tmp_path_factory) -> Path:
+    """The torch.compile bundle as the generator writes it, every operator, once a run."""
+    out = tmp_path_factory.mktemp("bundles") / "torch-compile"
+    load_bundle_generator().write_bundle(out)
+    return out

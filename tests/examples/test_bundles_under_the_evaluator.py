@@ -1,6 +1,6 @@
 """The example bundles through the whole evaluator on CPU (real child processes, smoke
 shapes, Triton in the interpreter): the Triton baseline passes on its own kernels, the
-torch.compile baseline is correct and flagged as fallback."""
+torch.compile baseline (as its generator writes it) is correct and flagged as fallback."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from evaluator.runner import run_bundle
 
-from .conftest import TORCH_COMPILE, TRITON_BASELINE, operators_of
+from .conftest import TRITON_BASELINE, operators_of
 
 pytestmark = pytest.mark.slow
 
@@ -58,13 +58,15 @@ def test_every_triton_baseline_operator_passes_every_smoke_shape_on_its_own_kern
     assert results["scores"]["real_pass_rate"] == 1.0
 
 
-def test_torch_compile_bundle_is_correct_and_flagged_as_fallback(suite_v1, tmp_path):
-    assert operators_of(TORCH_COMPILE) == set(suite_v1.operator_slugs())
+def test_torch_compile_bundle_is_correct_and_flagged_as_fallback(
+    suite_v1, torch_compile_bundle, tmp_path
+):
+    assert operators_of(torch_compile_bundle) == set(suite_v1.operator_slugs())
     # A norm, an fp8 quantiser with a tuple output, a dict-output copy and a top-k: one
     # child each; every file's correctness is checked in-process in test_torch_compile.py.
     operators = ["rms_norm", "fp8_dynamic_per_token_quant", "reshape_and_cache", "topk_filter"]
 
-    results = evaluate(TORCH_COMPILE, operators, tmp_path)
+    results = evaluate(torch_compile_bundle, operators, tmp_path)
 
     assert results["error"] is None
     for entry in results["operators"]:
