@@ -285,3 +285,47 @@ def test_task_for_a_dead_workers_run_evaluates_a_new_attempt_to_the_end(
     assert (
         OperatorResult.objects.filter(run__submission=submission, operator="rms_norm").count() == 1
     )
+
+
+def _fake_evaluator(calls: list):
+    """Stands in for the evaluator's child: records the job and returns one operator's
+    results (the task's routing is under test here, not the evaluator)."""
+
+    def run_evaluator(job, on_progress=None):
+        calls.append(job)
+        on_progress({"event": "start", "shapes_total": 1})
+        shape = {"shape_id": "0", "status": "runtime_error", "weight": 1.0, "error": "boom"}
+        return evaluation.EvaluatorOutcome(
+            returncode=0,
+            results={
+                "operators": [{"operator": "silu_and_mul", "status": "ok", "shapes": [shape]}],
+                "environment": {"hostname": "here"},
+                "harness_version": "test",
+            },
+            log_tail="child output",
+        )
+
+    return run_evaluator
+
+
+@pytest.mark.parametrize("message", ["run", "shard"])
+def test_either_tasks_message_gets_a_run_evaluated_through_its_shard(queued, monkeypatch, message):
+    from submissions import tasks
+
+    calls: list = []
+    monkeypatch.setattr(evaluation, "run_evaluator", _fake_evaluator(calls))
+    run = queued()
+    if message == "run":
+        tasks.evaluate_run(run.pk)  # what this site sends: the run's id
+    else:
+        tasks.evaluate_shard(run.shards.get().pk)  # what earlier versions sent
+    run.refresh_from_db()
+    submission = Submission.objects.get(pk=run.submission_id)
+    assert submission.status == Status.PUBLISHED, submission.error_message
+    assert run.status == RunStatus.SUCCEEDED and run.log_tail == "child output"
+    assert run.environment == {"hostname": "here"}  # one shard: the document as written
+    assert run.shards.get().status == ShardStatus.SUCCEEDED
+    assert "--operators" in calls[0].extra_args and str(run.seed) in calls[0].extra_args
+    # The same message again does nothing.
+    tasks.evaluate_run(run.pk)
+    assert len(calls) == 1 and submission.history.filter(to_status=Status.PUBLISHED).count() == 1
