@@ -20,7 +20,7 @@ process for child-crash), breaks the stack while they are queued or running:
 then waits until every submission is final and prints one row per fault: pushed, final,
 published, failed, lost (not final by the deadline), duplicated (more than one succeeded
 run, published twice, or a result row twice), results ok (each published submission has
-the expected operator statuses), evaluation attempts (runs), messages re-sent by the
+the expected operator statuses), evaluation attempts (shard tries), messages re-sent by the
 reaper, seconds. ``--json`` writes the rows.
 
 A bench, not a test; ``tests/submissions/test_faults.py`` runs it with small N.
@@ -425,7 +425,7 @@ def _count(fault: str, ids: list[int], row: FaultRow) -> None:
     from django.db.models import Count
 
     from leaderboard.models import Score
-    from submissions.models import EvaluationRun, OperatorResult, StatusChange, Submission
+    from submissions.models import OperatorResult, Shard, StatusChange, Submission
 
     expected = EXPECTED.get(fault, EXPECTED_DEFAULT)
     submissions = list(Submission.objects.filter(pk__in=ids))
@@ -433,9 +433,9 @@ def _count(fault: str, ids: list[int], row: FaultRow) -> None:
     row.lost = row.pushed - row.final
     row.published = sum(s.status == "published" for s in submissions)
     row.failed = sum(s.status == "failed" for s in submissions)
-    runs = EvaluationRun.objects.filter(submission_id__in=ids)
-    row.attempts = runs.count()
-    row.resent = sum(max(0, count - 1) for count in runs.values_list("dispatch_count", flat=True))
+    tries = Shard.objects.filter(run__submission_id__in=ids)
+    row.attempts = tries.count()
+    row.resent = sum(max(0, count - 1) for count in tries.values_list("dispatch_count", flat=True))
     for submission in submissions:
         succeeded = submission.runs.filter(status="succeeded").count()
         published = StatusChange.objects.filter(

@@ -15,7 +15,7 @@ times it from submission to a final status. Each worker registers with the fleet
 
 With ``--history results.json`` (an earlier evaluation on this hardware and suite) each
 stack first imports it, so the shard planner balances shards by each operator's measured
-wall time (``submissions.shards.operator_costs``) instead of its shape count.
+wall time (``submissions.run_split.operator_costs``) instead of its shape count.
 
 Prints one row per N: wall seconds, speed-up over the first N, each shard's operators,
 shapes and wall seconds, the submission's status and aggregate score (the same bundle

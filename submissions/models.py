@@ -189,13 +189,10 @@ class EvaluationRun(models.Model):
     results = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # When its id was last sent to the queue, and how many times (the reaper re-sends the
-    # id of a run whose message the broker lost; a duplicate message is harmless).
-    dispatched_at = models.DateTimeField(null=True, blank=True)
-    dispatch_count = models.PositiveIntegerField(default=0)
-    # How many shards its operators were split into (``Shard``); 0: one task runs them all.
+    # How many shards its operators were split into (``Shard``): one or more for a run
+    # evaluated here, each claimed, heartbeated and re-sent on its own. 0: no shards
+    # (results imported from elsewhere, or a run finished before every run had shards).
     shard_count = models.PositiveSmallIntegerField(default=0)
     # The secret seed of the evaluator's inputs, the same for every shard; never shown.
     seed = models.BigIntegerField(null=True, blank=True)
@@ -221,7 +218,7 @@ class OperatorResult(models.Model):
     error = models.TextField(blank=True)
     warnings = models.JSONField(default=list, blank=True)
     # Seconds the operator's evaluation child ran (start-up included); what the shard
-    # planner learns each operator's cost from (``submissions.shards.operator_costs``).
+    # planner learns each operator's cost from (``submissions.run_split.operator_costs``).
     wall_s = models.FloatField(null=True, blank=True)
 
     class Meta:
@@ -266,8 +263,9 @@ class ShapeResult(models.Model):
 class Shard(models.Model):
     """One part of a run's operators, evaluated by one worker (``submissions.shards``).
 
-    A run of more than one shard sends each shard's id to the hardware's queue, so free
-    workers take them in parallel; the last shard to succeed merges them all into the run.
+    Every run has one or more; a run that is not split is one shard of every operator. Its
+    run's id is sent to the hardware's queue once per shard, so free workers take them in
+    parallel; the last shard to succeed merges them all into the run.
     A lost or failed shard is tried again alone as a new row (same ``index``, next
     ``attempt``); the others keep their results."""
 

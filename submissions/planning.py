@@ -1,7 +1,7 @@
 """How a run's operators are split into shards: pure Python, no Django, so that the fleet
 model (``bench/fleet_model.py``) and the compile baseline's precompile pass
 (``bench/reference_baseline.py``) split work exactly as the site's planner does
-(``submissions.shards``)."""
+(``submissions.run_split``)."""
 
 from __future__ import annotations
 

@@ -1,22 +1,18 @@
 """The reaper: nothing is lost when a worker dies or the broker drops its messages.
 
 The database is the source of truth. Run periodically (Celery beat sends
-``submissions.reap_runs``; ``manage.py reap_runs`` runs it once), it
+``submissions.reap_runs``; ``manage.py reap_runs`` runs it once), it watches every run
+shard by shard (``submissions.shards``; a run that is not split is one shard):
 
-* declares lost each running run whose heartbeat is older than ``HEARTBEAT_STALE_S`` and
-  queues a new attempt (``services.run_replace``), up to ``MAX_ATTEMPTS`` runs;
-* sends again the id of each queued run that no worker took within ``QUEUED_GRACE_S``
-  while it was not waiting behind an older running one (the broker lost the message; a
-  duplicate message is harmless: the task does nothing for a run that is not queued),
-  up to ``MAX_ATTEMPTS`` sends.
+* a running shard whose heartbeat is older than ``HEARTBEAT_STALE_S`` is declared lost and
+  tried again alone (``shards.shard_retry``), up to ``MAX_ATTEMPTS`` tries of that shard;
+  the run's other shards are left alone;
+* a queued shard that no worker took within ``QUEUED_GRACE_S``, while no older live shard
+  of another run held its queue, has its run's id sent again (the broker lost the message;
+  a duplicate message is harmless: it finds no shard to take), up to ``MAX_ATTEMPTS`` sends.
 
-Past the cap the submission fails with a ``platform:*`` error, which is refunded from its
-owner's quota (``submissions.quotas``).
-
-A run split into shards (``submissions.shards``) is watched shard by shard: a stale shard
-is declared lost and tried again alone (``shards.shard_retry``), a queued shard whose
-message was lost is sent again; the run's other shards are left alone. Past the cap of
-tries of one shard (or sends of its message) the submission fails the same way.
+Past either cap the submission fails with a ``platform:*`` error, which is refunded from
+its owner's quota (``submissions.quotas``).
 """
 
 from __future__ import annotations
@@ -36,66 +32,26 @@ from .models import EvaluationRun, Shard, Submission
 logger = logging.getLogger(__name__)
 
 RunStatus = EvaluationRun.Status
+LIVE_RUNS = (RunStatus.QUEUED, RunStatus.RUNNING)
 
 
 @dataclass
 class ReapReport:
     """What one pass did (ids)."""
 
-    requeued: list[int] = field(default_factory=list)  # lost runs replaced by a new attempt
-    resent: list[int] = field(default_factory=list)  # queued runs whose message was re-sent
+    requeued: list[int] = field(default_factory=list)  # lost shards tried again
+    resent: list[int] = field(default_factory=list)  # queued shards whose message was re-sent
     failed: list[int] = field(default_factory=list)  # submissions failed at the cap
-    shards_requeued: list[int] = field(default_factory=list)  # lost shards tried again
-    shards_resent: list[int] = field(default_factory=list)  # queued shards re-sent
 
     def __str__(self) -> str:
         return (
-            f"{len(self.requeued)} lost runs re-queued {self.requeued}, "
-            f"{len(self.resent)} queued runs re-sent {self.resent}, "
-            f"{len(self.shards_requeued)} lost shards re-queued {self.shards_requeued}, "
-            f"{len(self.shards_resent)} queued shards re-sent {self.shards_resent}, "
+            f"{len(self.requeued)} lost shards re-queued {self.requeued}, "
+            f"{len(self.resent)} queued shards re-sent {self.resent}, "
             f"{len(self.failed)} submissions failed at the attempt cap {self.failed}"
         )
 
 
-def _reap_stale(run: EvaluationRun, report: ReapReport) -> None:
-    seen = run.heartbeat_at or run.started_at
-    replacement = services.run_replace(
-        run=run,
-        reason=f"no heartbeat from worker {run.worker or '?'} since {seen:%Y-%m-%d %H:%M:%S} UTC",
-    )
-    if replacement is not None:
-        report.requeued.append(run.pk)
-        return
-    run.refresh_from_db(fields=["status"])
-    run.submission.refresh_from_db(fields=["status", "error_code"])
-    if run.status == RunStatus.LOST and run.submission.error_code == services.WorkerLost.code:
-        report.failed.append(run.submission_id)
-
-
-def _waiting_in_line(run: EvaluationRun) -> bool:
-    """A live run on the same queue that was queued before this one: the queue is busy,
-    not broken, and this run waits its turn."""
-    fresh = timezone.now() - timedelta(seconds=settings.ATREX["HEARTBEAT_STALE_S"])
-    return (
-        EvaluationRun.objects.filter(
-            queue=run.queue,
-            status=RunStatus.RUNNING,
-            heartbeat_at__gte=fresh,
-            created_at__lte=run.created_at,
-        )
-        .exclude(pk=run.pk)
-        .exists()
-    )
-
-
-def _shard_failed_submission(shard: Shard, report: ReapReport) -> None:
-    run = EvaluationRun.objects.select_related("submission").get(pk=shard.run_id)
-    if run.status == RunStatus.FAILED and run.submission.status == Submission.Status.FAILED:
-        report.failed.append(run.submission_id)
-
-
-def _reap_stale_shard(shard: Shard, report: ReapReport) -> None:
+def _reap_stale(shard: Shard, report: ReapReport) -> None:
     seen = shard.heartbeat_at or shard.started_at
     replacement = shards.shard_retry(
         shard=shard,
@@ -106,17 +62,40 @@ def _reap_stale_shard(shard: Shard, report: ReapReport) -> None:
         heartbeat_at=shard.heartbeat_at,
     )
     if replacement is not None:
-        report.shards_requeued.append(shard.pk)
-    else:
-        _shard_failed_submission(shard, report)
+        report.requeued.append(shard.pk)
+        return
+    run = EvaluationRun.objects.select_related("submission").get(pk=shard.run_id)
+    if run.status == RunStatus.FAILED and run.submission.status == Submission.Status.FAILED:
+        report.failed.append(run.submission_id)
 
 
-def _resend_or_fail_shard(shard: Shard, report: ReapReport) -> None:
+def _waiting_in_line(shard: Shard) -> bool:
+    """A live shard of another run on the same queue that was queued before this one: the
+    queue is busy, not broken, and this shard waits its turn."""
+    fresh = timezone.now() - timedelta(seconds=settings.ATREX["HEARTBEAT_STALE_S"])
+    return (
+        Shard.objects.filter(
+            run__queue=shard.run.queue,
+            status=Shard.Status.RUNNING,
+            heartbeat_at__gte=fresh,
+            created_at__lte=shard.created_at,
+        )
+        .exclude(run=shard.run_id)
+        .exists()
+    )
+
+
+def _resend_or_fail(shard: Shard, report: ReapReport) -> None:
     if shard.dispatch_count >= settings.ATREX["MAX_ATTEMPTS"]:
+        which = (
+            f"part {shard.index + 1} of the evaluation"
+            if shard.run.shard_count > 1
+            else "the evaluation"
+        )
         error = services.QueueLost(
-            f"No worker took part {shard.index + 1} of the evaluation after it was sent "
-            f"{shard.dispatch_count} times (a failure on our side). This does not count "
-            "against your quota; an admin has been told. Submit it again later."
+            f"No worker took {which} after it was sent {shard.dispatch_count} times (a failure "
+            "on our side). This does not count against your quota; an admin has been told. "
+            "Submit it again later."
         )
         with transaction.atomic():
             run = EvaluationRun.objects.select_for_update().get(pk=shard.run_id)
@@ -124,7 +103,7 @@ def _resend_or_fail_shard(shard: Shard, report: ReapReport) -> None:
                 pk=shard.pk, status=Shard.Status.QUEUED, dispatch_count=shard.dispatch_count
             ).update(status=Shard.Status.LOST, finished_at=timezone.now(), error_code=error.code)
             if lost and shards.run_fail(run=run, error=error):
-                logger.error("submission %s failed: queue %s lost a shard", run.submission_id,
+                logger.error("submission %s failed: queue %s lost it", run.submission_id,
                              run.queue)  # fmt: skip
                 report.failed.append(run.submission_id)
         return
@@ -135,104 +114,29 @@ def _resend_or_fail_shard(shard: Shard, report: ReapReport) -> None:
         if not resent:
             return
         logger.warning("shard %s waited past its grace period: sent again", shard.pk)
-        transaction.on_commit(lambda: shards.shard_dispatch(shard=shard))
-        report.shards_resent.append(shard.pk)
+        run = shard.run
+        transaction.on_commit(lambda: services.evaluation_run_dispatch(run=run))
+        report.resent.append(shard.pk)
 
 
-def _reap_shards(report: ReapReport, *, stale_cutoff, grace_cutoff) -> None:
-    live_runs = (RunStatus.QUEUED, RunStatus.RUNNING)
-    stale = Shard.objects.filter(status=Shard.Status.RUNNING, run__status__in=live_runs).filter(
+def runs_reap() -> ReapReport:
+    """One pass over running and queued shards (safe to run anywhere, any number of times)."""
+    report = ReapReport()
+    now = timezone.now()
+    stale_cutoff = now - timedelta(seconds=settings.ATREX["HEARTBEAT_STALE_S"])
+    stale = Shard.objects.filter(status=Shard.Status.RUNNING, run__status__in=LIVE_RUNS).filter(
         Q(heartbeat_at__lt=stale_cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=stale_cutoff)
     )
     for shard in stale.order_by("pk"):
-        _reap_stale_shard(shard, report)
-    overdue = Shard.objects.filter(status=Shard.Status.QUEUED, run__status__in=live_runs).filter(
+        _reap_stale(shard, report)
+    grace_cutoff = now - timedelta(seconds=settings.ATREX["QUEUED_GRACE_S"])
+    overdue = Shard.objects.filter(status=Shard.Status.QUEUED, run__status__in=LIVE_RUNS).filter(
         Q(dispatched_at__lt=grace_cutoff)
         | Q(dispatched_at__isnull=True, created_at__lt=grace_cutoff)
     )
     for shard in overdue.select_related("run").order_by("created_at", "pk"):
-        # A busy queue (a live run or another run's shard ahead of it) is not a broken one.
-        fresh = timezone.now() - timedelta(seconds=settings.ATREX["HEARTBEAT_STALE_S"])
-        busy = (
-            Shard.objects.filter(
-                run__queue=shard.run.queue,
-                status=Shard.Status.RUNNING,
-                heartbeat_at__gte=fresh,
-                created_at__lte=shard.created_at,
-            )
-            .exclude(run=shard.run_id)
-            .exists()
-        )
-        if not busy and not _waiting_in_line(shard.run):
-            _resend_or_fail_shard(shard, report)
-
-
-def _resend_or_fail(run: EvaluationRun, report: ReapReport) -> None:
-    cap = settings.ATREX["MAX_ATTEMPTS"]
-    with transaction.atomic():
-        if run.dispatch_count >= cap:
-            failed = EvaluationRun.objects.filter(
-                pk=run.pk, status=RunStatus.QUEUED, dispatch_count=run.dispatch_count
-            ).update(
-                status=RunStatus.FAILED,
-                finished_at=timezone.now(),
-                error_code=services.QueueLost.code,
-                error_message=f"no worker took it after {run.dispatch_count} sends",
-            )
-            if not failed:
-                return
-            error = services.QueueLost(
-                f"No worker took the evaluation after it was sent {run.dispatch_count} times "
-                "(a failure on our side). This does not count against your quota; an admin "
-                "has been told. Submit it again later."
-            )
-            logger.error("submission %s failed: queue %s lost it", run.submission_id, run.queue)
-            if services.submission_transition(
-                submission=run.submission,
-                from_status=Submission.Status.QUEUED,
-                to_status=Submission.Status.FAILED,
-                error=error,
-                note=error.code,
-            ):
-                report.failed.append(run.submission_id)
-            return
-        resent = EvaluationRun.objects.filter(
-            pk=run.pk, status=RunStatus.QUEUED, dispatch_count=run.dispatch_count
-        ).update(dispatch_count=F("dispatch_count") + 1, dispatched_at=timezone.now())
-        if not resent:
-            return
-        logger.warning("run %s waited past its grace period: sent again", run.pk)
-        transaction.on_commit(lambda: services.evaluation_run_dispatch(run=run))
-        report.resent.append(run.pk)
-
-
-def runs_reap() -> ReapReport:
-    """One pass over running and queued runs (safe to run anywhere, any number of times)."""
-    report = ReapReport()
-    now = timezone.now()
-    stale_cutoff = now - timedelta(seconds=settings.ATREX["HEARTBEAT_STALE_S"])
-    stale = EvaluationRun.objects.filter(status=RunStatus.RUNNING, shard_count=0).filter(
-        Q(heartbeat_at__lt=stale_cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=stale_cutoff)
-    )
-    for run in stale.select_related("submission").order_by("pk"):
-        _reap_stale(run, report)
-    grace_cutoff = now - timedelta(seconds=settings.ATREX["QUEUED_GRACE_S"])
-    overdue = EvaluationRun.objects.filter(
-        status=RunStatus.QUEUED, submission__status=Submission.Status.QUEUED, shard_count=0
-    ).filter(
-        Q(dispatched_at__lt=grace_cutoff)
-        | Q(dispatched_at__isnull=True, created_at__lt=grace_cutoff)
-    )
-    for run in overdue.select_related("submission").order_by("created_at", "pk"):
-        if not _waiting_in_line(run):
-            _resend_or_fail(run, report)
-    _reap_shards(report, stale_cutoff=stale_cutoff, grace_cutoff=grace_cutoff)
-    if (
-        report.requeued
-        or report.resent
-        or report.failed
-        or report.shards_requeued
-        or report.shards_resent
-    ):
+        if not _waiting_in_line(shard):
+            _resend_or_fail(shard, report)
+    if report.requeued or report.resent or report.failed:
         logger.warning("reaper: %s", report)
     return report

@@ -174,7 +174,6 @@ def submission_import_results(
             queue=hardware.queue,
             worker=str((results.get("environment") or {}).get("hostname", "")),
             started_at=now,
-            heartbeat_at=now,
         )
     services.evaluation_run_score_and_publish(run=run, results=results)
     submission.refresh_from_db()

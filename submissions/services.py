@@ -31,7 +31,7 @@ from leaderboard import selectors as leaderboard_selectors
 from leaderboard.models import HardwareProfile, SuiteVersion
 from leaderboard.services import score_publish
 
-from . import evaluation
+from . import run_split
 from .models import EvaluationRun, OperatorResult, ShapeResult, StatusChange, Submission
 from .quotas import quota_check
 
@@ -233,13 +233,10 @@ def submission_validate(*, submission: Submission) -> None:
 def submission_enqueue(
     *, submission: Submission, from_status: str, note: str = "", dispatch: bool = True
 ) -> EvaluationRun:
-    """Create the next evaluation run and send its id to the hardware's queue on commit.
-
-    With ``SHARDS_PER_RUN`` above 1 the run is split into shards (``submissions.shards``),
-    whose ids are sent instead. ``dispatch=False`` creates the run without sending it (the
-    caller runs it at once)."""
-    from . import shards
-
+    """Create the next evaluation run, split into its shards (``submissions.run_split``),
+    and send the run's id to the hardware's queue once per shard, on commit: each message
+    lets one worker take one queued shard of the run. ``dispatch=False`` creates the run
+    without sending it (the caller runs it at once)."""
     with transaction.atomic():
         if not submission_transition(
             submission=submission, from_status=from_status, to_status=Status.QUEUED, note=note
@@ -247,50 +244,51 @@ def submission_enqueue(
             raise IllegalTransition(f"Submission {submission.pk} is no longer {from_status}.")
         attempt = submission.runs.count() + 1
         run = EvaluationRun.objects.create(
-            submission=submission,
-            attempt=attempt,
-            queue=submission.hardware.queue,
-            dispatched_at=timezone.now() if dispatch else None,
-            dispatch_count=1 if dispatch else 0,
+            submission=submission, attempt=attempt, queue=submission.hardware.queue
         )
-        count = shards.shards_wanted(submission, run=run)
-        if count:
-            shards.shards_create(run=run, submission=submission, count=count, dispatch=dispatch)
-        elif dispatch:
-            transaction.on_commit(lambda: evaluation_run_dispatch(run=run))
+        count = run_split.shards_wanted(submission, run=run)
+        created = run_split.shards_create(
+            run=run, submission=submission, count=count, dispatch=dispatch
+        )
+        if dispatch:
+            for _ in created:
+                transaction.on_commit(lambda: evaluation_run_dispatch(run=run))
     return run
 
 
 def evaluation_run_dispatch(*, run: EvaluationRun) -> None:
-    """Send the run's id (and nothing else) to its hardware queue.
+    """Send the run's id (and nothing else) to its hardware queue: a worker that takes the
+    message evaluates one queued shard of the run (``submissions.shards``).
 
-    The row is committed first, so a broker that cannot be reached loses nothing: the
-    reaper sends the id again once the run has waited past its grace period."""
+    The rows are committed first, so a broker that cannot be reached loses nothing: the
+    reaper sends the id again once a shard has waited past its grace period."""
     try:
         celery_app.send_task(EVALUATE_TASK, args=[run.pk], queue=run.queue)
     except Exception:  # noqa: BLE001 - any broker failure; the reaper re-sends the run
         logger.exception("could not send run %s to %s; the reaper will send it", run.pk, run.queue)
 
 
-# --- Running one evaluation: claim, heartbeat, store (each fenced on the run's status) ---
+# --- Shared by the run path (``submissions.shards``) and the reaper ---
 
 T = TypeVar("T")
-_DB_DOWN = (OperationalError, InterfaceError)
+DB_DOWN = (OperationalError, InterfaceError)
+"""The errors of a database that cannot be reached (a restart, a failover)."""
 
 
 def worker_identity() -> str:
-    """``host:pid`` of this process, recorded on the runs it holds."""
+    """``host:pid`` of this process, recorded on the shards (and runs) it holds."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _drop_connection() -> None:
+def drop_connection() -> None:
+    """Close this thread's database connection, which may already be broken."""
     try:
         connection.close()
     except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is gone
         pass
 
 
-def _with_db_retry(action: Callable[[], T], *, what: str) -> T:
+def with_db_retry(action: Callable[[], T], *, what: str) -> T:
     """Run ``action`` (a whole transaction), retrying while the database is unreachable
     (a restart, a failover) for up to ``ATREX["DB_RETRY_S"]`` seconds."""
     deadline = time.monotonic() + settings.ATREX["DB_RETRY_S"]
@@ -298,25 +296,25 @@ def _with_db_retry(action: Callable[[], T], *, what: str) -> T:
     while True:
         try:
             return action()
-        except _DB_DOWN as error:
+        except DB_DOWN as error:
             if time.monotonic() > deadline:
                 raise
             logger.warning("database unreachable while %s (%s); retrying", what, error)
-            _drop_connection()
+            drop_connection()
             time.sleep(delay)
             delay = min(2 * delay, 5.0)
 
 
-def run_holder_alive(run: EvaluationRun, *, now=None) -> bool:
-    """Whether the worker holding a running run is still working on it.
+def holder_alive(*, worker: str, heartbeat_at, now=None) -> bool:
+    """Whether the worker holding a running shard is still working on it.
 
     Dead: no heartbeat within ``HEARTBEAT_STALE_S``; or the holder is a process of this
     host that no longer exists; or it is this very process (whose earlier task ended)."""
     now = now or timezone.now()
     stale_after = timedelta(seconds=settings.ATREX["HEARTBEAT_STALE_S"])
-    if run.heartbeat_at is None or run.heartbeat_at < now - stale_after:
+    if heartbeat_at is None or heartbeat_at < now - stale_after:
         return False
-    host, _, pid = run.worker.rpartition(":")
+    host, _, pid = worker.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return True
     if int(pid) == os.getpid():
@@ -330,198 +328,7 @@ def run_holder_alive(run: EvaluationRun, *, now=None) -> bool:
     return True
 
 
-def run_replace(*, run: EvaluationRun, reason: str, dispatch: bool = True) -> EvaluationRun | None:
-    """Declare a running ``run`` lost (its worker died) and queue a new attempt, or fail the
-    submission with a platform error once ``MAX_ATTEMPTS`` runs were made.
-
-    Compare-and-set on the run's status and heartbeat: a worker that heartbeats meanwhile
-    keeps its run. Returns the new run (not sent when ``dispatch`` is False), else None."""
-    with transaction.atomic():
-        lost = EvaluationRun.objects.filter(
-            pk=run.pk, status=EvaluationRun.Status.RUNNING, heartbeat_at=run.heartbeat_at
-        ).update(
-            status=EvaluationRun.Status.LOST,
-            finished_at=timezone.now(),
-            error_code=WorkerLost.code,
-            error_message=reason,
-        )
-        if not lost:
-            return None
-        submission = Submission.objects.select_related("hardware").get(pk=run.submission_id)
-        if submission.status != Status.RUNNING:
-            return None
-        attempts = submission.runs.count()
-        cap = settings.ATREX["MAX_ATTEMPTS"]
-        if attempts >= cap:
-            error = WorkerLost(
-                f"The evaluation was interrupted {attempts} times by failures on our side "
-                f"(last: {reason}). This does not count against your quota; an admin has "
-                "been told. Submit it again later."
-            )
-            logger.error("submission %s failed after %s lost runs", submission.pk, attempts)
-            submission_transition(
-                submission=submission,
-                from_status=Status.RUNNING,
-                to_status=Status.FAILED,
-                error=error,
-                note=error.code,
-            )
-            return None
-        return submission_enqueue(
-            submission=submission,
-            from_status=Status.RUNNING,
-            note=f"attempt {attempts} lost ({reason}); attempt {attempts + 1} queued",
-            dispatch=dispatch,
-        )
-
-
-def evaluation_run_claim(*, run_id: int) -> EvaluationRun | None:
-    """Take the run for this worker, or None when there is nothing to do.
-
-    Queued: taken. Finished: nothing (a redelivered message). Running with a live holder:
-    nothing. Running with a dead holder: replaced by a new attempt, taken at once."""
-    with transaction.atomic():
-        run = (
-            EvaluationRun.objects.select_for_update(of=("self",))
-            .select_related("submission", "submission__suite_version", "submission__hardware")
-            .filter(pk=run_id)
-            .first()
-        )
-        if run is None:
-            logger.warning("run %s does not exist: message dropped", run_id)
-            return None
-        if run.shard_count:
-            logger.warning("run %s is split into shards: its own message is dropped", run_id)
-            return None
-        if run.status == EvaluationRun.Status.RUNNING:
-            if run_holder_alive(run):
-                logger.info("run %s is held by live worker %s: nothing to do", run.pk, run.worker)
-                return None
-            replacement = run_replace(
-                run=run,
-                reason=f"worker {run.worker or '?'} stopped (message redelivered)",
-                dispatch=False,
-            )
-            if replacement is None:
-                return None
-            run = EvaluationRun.objects.select_related(
-                "submission", "submission__suite_version", "submission__hardware"
-            ).get(pk=replacement.pk)
-        if run.status != EvaluationRun.Status.QUEUED:
-            logger.info("run %s is %s: nothing to do", run.pk, run.status)
-            return None
-        submission = run.submission
-        if not submission_transition(
-            submission=submission, from_status=Status.QUEUED, to_status=Status.RUNNING
-        ):
-            # Cancelled or failed by the reaper while the message waited.
-            EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.QUEUED).update(
-                status=EvaluationRun.Status.CANCELLED, finished_at=timezone.now()
-            )
-            logger.info("run %s: submission is %s; run cancelled", run.pk, submission.status)
-            return None
-        now = timezone.now()
-        EvaluationRun.objects.filter(pk=run.pk).update(
-            status=EvaluationRun.Status.RUNNING,
-            started_at=now,
-            heartbeat_at=now,
-            worker=worker_identity(),
-        )
-    run.refresh_from_db()
-    return run
-
-
-class RunHeartbeat:
-    """Progress and liveness of one run, written from the loop that waits for the evaluator.
-
-    Progress is written when it changes, the heartbeat at most every
-    ``HEARTBEAT_INTERVAL_S``. A database outage is survived (the run goes on and the next
-    beat reconnects); a run that is no longer ours (declared lost) raises ``RunTakenOver``,
-    which stops the evaluator."""
-
-    def __init__(self, run: EvaluationRun) -> None:
-        self.run_id = run.pk
-        self.interval_s = settings.ATREX["HEARTBEAT_INTERVAL_S"]
-        self.last_beat = time.monotonic()
-
-    def __call__(self, event: dict) -> None:
-        fields: dict = {}
-        if "shapes_total" in event:
-            fields["shapes_total"] = int(event["shapes_total"])
-        if "shapes_done" in event:
-            fields["shapes_done"] = int(event["shapes_done"])
-        if not fields and time.monotonic() - self.last_beat < self.interval_s:
-            return
-        fields["heartbeat_at"] = timezone.now()
-        try:
-            written = EvaluationRun.objects.filter(
-                pk=self.run_id, status=EvaluationRun.Status.RUNNING
-            ).update(**fields)
-        except _DB_DOWN as error:
-            logger.warning("run %s: heartbeat not written (%s); will retry", self.run_id, error)
-            _drop_connection()
-            return
-        self.last_beat = time.monotonic()
-        if not written:
-            raise RunTakenOver(f"Run {self.run_id} was declared lost and replaced.")
-
-
-def evaluation_run_execute(*, run_id: int) -> EvaluationRun | None:
-    """Run one evaluation to its end. Idempotent: a message for a finished run, or for one
-    that a live worker holds, does nothing; one whose worker died starts a new attempt."""
-    run = _with_db_retry(lambda: evaluation_run_claim(run_id=run_id), what=f"claiming run {run_id}")
-    if run is None:
-        return None
-    submission = run.submission
-    job = evaluation.EvaluatorJob(
-        bundle_path=submission.upload.path,
-        suite_definition=submission.suite_version.definition,
-        hardware_slug=submission.hardware.slug,
-        device=settings.ATREX["WORKER_DEVICE"],
-        work_dir=settings.ATREX["RUNS_DIR"] / f"run-{run.pk}",
-        timeout_s=settings.ATREX["EVALUATION_TIMEOUT_S"],
-        python=settings.ATREX["EVALUATOR_PYTHON"],
-        extra_args=_evaluator_options(),
-    )
-    try:
-        outcome = evaluation.run_evaluator(job, on_progress=RunHeartbeat(run))
-    except RunTakenOver:
-        logger.warning("run %s was replaced while this worker ran it: stopped", run.pk)
-        return run
-    except PlatformError as error:
-        logger.exception("evaluation of run %s failed on the platform side", run.pk)
-        failure = error  # the except clause unbinds ``error`` when it ends
-        _with_db_retry(lambda: _run_fail(run, failure), what=f"failing run {run.pk}")
-        return run
-    return _with_db_retry(lambda: _run_store_and_score(run, outcome), what=f"storing run {run.pk}")
-
-
-def _evaluator_options() -> list[str]:
-    budget = settings.ATREX.get("TIME_BUDGET_S")
-    return ["--time-budget-s", str(budget)] if budget else []
-
-
-@transaction.atomic
-def _run_fail(run: EvaluationRun, error: AtrexError, log_tail: str = "") -> None:
-    failed = EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.RUNNING).update(
-        status=EvaluationRun.Status.FAILED,
-        finished_at=timezone.now(),
-        error_code=error.code,
-        error_message=error.message,
-        log_tail=log_tail,
-    )
-    if not failed:
-        return  # replaced meanwhile: the new attempt owns the submission
-    submission = run.submission
-    submission.refresh_from_db()
-    if submission.status in (Status.RUNNING, Status.SCORING):
-        submission_transition(
-            submission=submission,
-            from_status=submission.status,
-            to_status=Status.FAILED,
-            error=error,
-            note=error.code,
-        )
+# --- Storing, scoring and publishing a run's (merged) results ---
 
 
 def _held_reasons(results: dict) -> list[str]:
@@ -580,34 +387,6 @@ def _store_results(run: EvaluationRun, results: dict, *, importance: dict[str, f
             )
             for shape in operator.get("shapes", [])
         )
-
-
-@transaction.atomic
-def _run_store_and_score(run: EvaluationRun, outcome: evaluation.EvaluatorOutcome) -> EvaluationRun:
-    """Store, score and publish in one transaction, only while the run is still ours: a
-    worker whose run was replaced meanwhile (or a retried commit) stores nothing twice."""
-    held = (
-        EvaluationRun.objects.select_for_update()
-        .filter(pk=run.pk, status=EvaluationRun.Status.RUNNING)
-        .exists()
-    )
-    if not held:
-        logger.warning("run %s is no longer running here: its results are not stored", run.pk)
-        return run
-    results = outcome.results or {}
-    submission = run.submission
-    error = results.get("error")
-    if error:
-        # A bundle the evaluator could not take (caught on the worker, e.g. extraction).
-        failure = BundleError(error.get("message", str(error)), code=error.get("code"))
-        _run_fail(run, failure, log_tail=outcome.log_tail)
-        return run
-    submission.refresh_from_db(fields=["status"])
-    if not submission_transition(
-        submission=submission, from_status=Status.RUNNING, to_status=Status.SCORING
-    ):
-        return run
-    return evaluation_run_score_and_publish(run=run, results=results, log_tail=outcome.log_tail)
 
 
 @transaction.atomic

@@ -1,28 +1,28 @@
-"""Shards: one run's operators split over several workers of its hardware, then merged.
+"""The one run path: every evaluation run has one or more shards (``Shard``), and each is
+claimed, heartbeated, stored and merged here, whether the run was split or not.
 
-With ``ATREX["SHARDS_PER_RUN"]`` above 1, ``services.submission_enqueue`` splits a bundle's
-operators into up to that many shards, balanced by each operator's expected seconds
-(``operator_costs``, ``shard_plan``). Each shard's id is sent to the hardware's queue, so
-free workers take them in parallel; each
-runs ``python -m evaluator run --operators <its operators> --seed <the run's seed>``. The
-last shard to succeed merges every shard's operator entries into one results document,
-then scores and publishes it (``services.evaluation_run_score_and_publish``), under a
-lock on the run row, so the merge happens once.
+``services.submission_enqueue`` creates a run and its shards (``submissions.run_split``)
+and sends the run's id to the hardware's queue once per shard; a worker that takes such a
+message claims one queued shard of the run (``shard_claim``) and runs
+``python -m evaluator run --operators <its operators> --seed <the run's seed>``. The last
+shard to succeed merges every shard's operator entries into one results document, then
+scores and publishes it (``services.evaluation_run_score_and_publish``), under a lock on
+the run row, so the merge happens once. A run of one shard publishes its document as the
+evaluator wrote it.
 
 A shard that fails on the platform's side, or whose worker stops heartbeating (the
 reaper), is tried again alone as a new ``Shard`` row (same index, next attempt); the
 other shards keep their results. Past ``MAX_ATTEMPTS`` tries of one shard the submission
 fails with a ``platform:*`` error (refunded by ``submissions.quotas``). A bundle error in
-any shard fails the submission, as in a run of one task.
+any shard fails the submission.
 
-Lock order everywhere: the run row, then shard rows.
+Lock order everywhere: the run row, then shard rows. This module imports ``services``;
+``services`` never imports it.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import statistics
 import time
 from datetime import datetime
 
@@ -31,16 +31,16 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from atrex_site.celery import app as celery_app
 from evaluator.errors import AtrexError, BundleError, PlatformError
 
 from . import evaluation, services
-from .models import EvaluationRun, OperatorResult, Shard, Submission
-from .planning import shard_plan
+from .models import EvaluationRun, Shard, Submission
 
 logger = logging.getLogger(__name__)
 
 SHARD_TASK = "submissions.evaluate_shard"
+"""The task of one shard by its id: what this site sent before a run's id was sent once
+per shard; still served for the messages that a queue may hold."""
 ShardStatus = Shard.Status
 RunStatus = EvaluationRun.Status
 Status = Submission.Status
@@ -50,157 +50,6 @@ _CURRENT = (ShardStatus.QUEUED, ShardStatus.RUNNING, ShardStatus.SUCCEEDED)
 
 class ShardFailed(PlatformError):
     code = "platform:shard-failed"
-
-
-# --- Planning -----------------------------------------------------------------------------
-
-
-def _shape_counts(definition: dict, device: str) -> dict[str, int]:
-    """Shapes per operator in the shape set the evaluator uses on ``device`` (smoke on
-    cpu, all on cuda)."""
-    counts: dict[str, int] = {}
-    for shape in definition.get("shapes") or []:
-        if device == "cpu" and not shape.get("smoke"):
-            continue
-        counts[shape["operator"]] = counts.get(shape["operator"], 0) + 1
-    return counts
-
-
-HISTORY_RUNS = 20
-"""How many recent evaluations of an operator (same queue, same suite version) its cost is
-the median of."""
-
-
-def operator_costs(
-    *, queue: str, suite_version_id: int, shapes: dict[str, int]
-) -> dict[str, float]:
-    """Each operator's expected seconds on ``queue``: the median wall time of its last
-    HISTORY_RUNS evaluations there on this suite version (child start-up included). An
-    operator with no history costs its shape count times the median seconds per shape of
-    the operators that have one; with no history at all, costs are shape counts (the units
-    do not matter to the plan, only the ratios). Operators not in ``shapes`` cost nothing.
-
-    On the H200 a shape count is a poor cost: an operator's child spends ~10 s starting
-    (sandbox, imports, CUDA, the profiler) whatever its shape count, and a shape's checks
-    and timing range from 0.1 s to over 2 s (``results/2026-12-01-h200``)."""
-    if not shapes:
-        return {}
-    seen: dict[str, list[float]] = {}
-    rows = (
-        OperatorResult.objects.filter(
-            run__queue=queue,
-            run__submission__suite_version_id=suite_version_id,
-            operator__in=list(shapes),
-            wall_s__isnull=False,
-        )
-        .order_by("-pk")
-        .values_list("operator", "wall_s")[: HISTORY_RUNS * len(shapes)]
-    )
-    for operator, wall_s in rows:
-        kept = seen.setdefault(operator, [])
-        if len(kept) < HISTORY_RUNS:
-            kept.append(wall_s)
-    known = {op: statistics.median(walls) for op, walls in seen.items() if walls}
-    if not known:
-        return {op: float(count) for op, count in shapes.items()}
-    per_shape = (
-        statistics.median(known[op] / shapes[op] for op in known if shapes.get(op))
-        if any(shapes.get(op) for op in known)
-        else 1.0
-    )
-    return {op: known.get(op, count * per_shape) for op, count in shapes.items()}
-
-
-def free_workers(*, hardware_profile: str, queue: str, exclude_run: int | None = None) -> int:
-    """The hardware's workers that nothing holds or waits for: those online (``fleet``)
-    less the runs and shards running or queued on its queue (``exclude_run``: the run
-    being planned, which is queued already)."""
-    from fleet.services import worker_nodes_online
-
-    online = worker_nodes_online(
-        hardware_profile=hardware_profile, lost_after_s=settings.ATREX["FLEET_LOST_AFTER_S"]
-    )
-    pending = (RunStatus.QUEUED, RunStatus.RUNNING)
-    runs = (
-        EvaluationRun.objects.filter(queue=queue, status__in=pending, shard_count=0)
-        .exclude(pk=exclude_run)
-        .count()
-    )
-    parts = Shard.objects.filter(
-        run__queue=queue, status__in=(ShardStatus.QUEUED, ShardStatus.RUNNING)
-    ).count()
-    return max(0, online - runs - parts)
-
-
-def shards_wanted(submission: Submission, *, run: EvaluationRun | None = None) -> int:
-    """How many shards a run of ``submission`` gets (0: one task runs it all, as before).
-
-    ``SHARDS_PER_RUN`` "auto": one per free worker of its hardware (``free_workers``), so
-    an idle fleet spreads a submission for the shortest wait and a busy one runs whole
-    submissions, each paying one cold child start (bench/fleet_model.py)."""
-    setting = settings.ATREX.get("SHARDS_PER_RUN") or 1
-    if submission.kind != Submission.Kind.BUNDLE:
-        return 0
-    if setting == "auto":
-        wanted = free_workers(
-            hardware_profile=submission.hardware.slug,
-            queue=submission.hardware.queue,
-            exclude_run=run.pk if run is not None else None,
-        )
-    else:
-        wanted = int(setting)
-    if wanted <= 1:
-        return 0
-    known = {op["slug"] for op in submission.suite_version.definition["operators"]}
-    implemented = known & set((submission.manifest or {}).get("operators") or {})
-    count = min(wanted, len(implemented))
-    return count if count > 1 else 0
-
-
-def shards_create(*, run: EvaluationRun, submission: Submission, count: int, dispatch: bool):
-    """Split the run's operators into ``count`` shards (inside the caller's transaction)
-    and send each shard's id on commit. Every suite operator is in one shard (those the
-    bundle lacks cost nothing), so the merged run lists the same operators as one task."""
-    definition = submission.suite_version.definition
-    operators = [op["slug"] for op in definition["operators"]]
-    shapes = _shape_counts(definition, settings.ATREX["WORKER_DEVICE"])
-    implemented = set((submission.manifest or {}).get("operators") or {})
-    costs = operator_costs(
-        queue=run.queue,
-        suite_version_id=submission.suite_version_id,
-        shapes={op: shapes.get(op, 0) for op in operators if op in implemented},
-    )
-    plan = shard_plan(operators=operators, costs=costs, count=count)
-    now = timezone.now()
-    created = [
-        Shard.objects.create(
-            run=run,
-            index=index,
-            operators=members,
-            shapes_total=sum(shapes.get(op, 0) for op in members),
-            dispatched_at=now if dispatch else None,
-            dispatch_count=1 if dispatch else 0,
-        )
-        for index, members in enumerate(plan)
-    ]
-    EvaluationRun.objects.filter(pk=run.pk).update(
-        shard_count=len(created),
-        seed=int.from_bytes(os.urandom(8), "big") >> 1,
-        shapes_total=sum(shard.shapes_total for shard in created),
-    )
-    run.refresh_from_db()
-    if dispatch:
-        for shard in created:
-            transaction.on_commit(lambda shard=shard: shard_dispatch(shard=shard))
-    return created
-
-
-def shard_dispatch(*, shard: Shard) -> None:
-    """Send the shard's id to its run's queue (a broker failure: the reaper re-sends it)."""
-    try:
-        celery_app.send_task(SHARD_TASK, args=[shard.pk], queue=shard.run.queue)
-    except Exception:  # noqa: BLE001 - any broker failure; the reaper re-sends the shard
-        logger.exception("could not send shard %s; the reaper will send it", shard.pk)
 
 
 # --- Failing and retrying -------------------------------------------------------------------
@@ -220,7 +69,7 @@ def _run_locked(run_id: int) -> EvaluationRun:
 
 
 def run_fail(*, run: EvaluationRun, error: AtrexError, log_tail: str = "") -> bool:
-    """Fail a sharded run (queued or running), its unfinished shards and its submission."""
+    """Fail a run (queued or running), its unfinished shards and its submission."""
     with transaction.atomic():
         failed = EvaluationRun.objects.filter(
             pk=run.pk, status__in=(RunStatus.QUEUED, RunStatus.RUNNING)
@@ -283,13 +132,17 @@ def shard_retry(
         cap = settings.ATREX["MAX_ATTEMPTS"]
         if shard.attempt >= cap:
             logger.error("run %s: shard %s failed %s times", run.pk, shard.index, shard.attempt)
+            which = (
+                f"Part {shard.index + 1} of {run.shard_count} of the evaluation"
+                if run.shard_count > 1
+                else "The evaluation"
+            )
             run_fail(
                 run=run,
                 error=services.WorkerLost(
-                    f"Part {shard.index + 1} of {run.shard_count} of the evaluation was "
-                    f"interrupted {shard.attempt} times by failures on our side (last: "
-                    f"{reason}). This does not count against your quota; an admin has been "
-                    "told. Submit it again later.",
+                    f"{which} was interrupted {shard.attempt} times by failures on our side "
+                    f"(last: {reason}). This does not count against your quota; an admin has "
+                    "been told. Submit it again later.",
                     code=error.code,
                 ),
             )
@@ -309,33 +162,51 @@ def shard_retry(
             run.pk, shard.index, shard.attempt, to_status, reason, replacement.attempt,
         )  # fmt: skip
         if dispatch:
-            transaction.on_commit(lambda: shard_dispatch(shard=replacement))
+            transaction.on_commit(lambda: services.evaluation_run_dispatch(run=run))
         return replacement
 
 
 # --- Running one shard ----------------------------------------------------------------------
 
 
-def _holder_alive(shard: Shard) -> bool:
-    # The run's liveness rule applies to a shard as is (heartbeat_at and worker).
-    return services.run_holder_alive(shard)  # type: ignore[arg-type]
+def _shard_to_take(run: EvaluationRun, shard_id: int | None) -> Shard | None:
+    """The shard a message asks for (locked): the given one; else the run's first queued
+    shard; else a running one whose holder is dead (the message was redelivered)."""
+    rows = Shard.objects.select_for_update().filter(run=run)
+    if shard_id is not None:
+        return rows.get(pk=shard_id)
+    queued = rows.filter(status=ShardStatus.QUEUED).order_by("index", "attempt").first()
+    if queued is not None:
+        return queued
+    for running in rows.filter(status=ShardStatus.RUNNING).order_by("index", "attempt"):
+        if not services.holder_alive(worker=running.worker, heartbeat_at=running.heartbeat_at):
+            return running
+    return None
 
 
-def shard_claim(*, shard_id: int) -> Shard | None:
-    """Take the shard for this worker, or None when there is nothing to do.
+def shard_claim(*, run_id: int | None = None, shard_id: int | None = None) -> Shard | None:
+    """Take a shard for this worker (``shard_id``, else one of run ``run_id``), or None
+    when there is nothing to do.
 
     Queued: taken (its run and submission move to running with the first shard).
     Finished: nothing (a redelivered message). Running with a live holder: nothing.
     Running with a dead holder: replaced by a new attempt, taken at once."""
-    run_id = Shard.objects.filter(pk=shard_id).values_list("run_id", flat=True).first()
-    if run_id is None:
-        logger.warning("shard %s does not exist: message dropped", shard_id)
+    if shard_id is not None:
+        run_id = Shard.objects.filter(pk=shard_id).values_list("run_id", flat=True).first()
+        if run_id is None:
+            logger.warning("shard %s does not exist: message dropped", shard_id)
+            return None
+    if not EvaluationRun.objects.filter(pk=run_id).exists():
+        logger.warning("run %s does not exist: message dropped", run_id)
         return None
     with transaction.atomic():
         run = _run_locked(run_id)
-        shard = Shard.objects.select_for_update().get(pk=shard_id)
+        shard = _shard_to_take(run, shard_id)
+        if shard is None:
+            logger.info("run %s has no shard to take (run %s): nothing to do", run.pk, run.status)
+            return None
         if shard.status == ShardStatus.RUNNING and run.status == RunStatus.RUNNING:
-            if _holder_alive(shard):
+            if services.holder_alive(worker=shard.worker, heartbeat_at=shard.heartbeat_at):
                 logger.info("shard %s is held by live worker %s", shard.pk, shard.worker)
                 return None
             shard = shard_retry(
@@ -358,6 +229,7 @@ def shard_claim(*, shard_id: int) -> Shard | None:
             if not services.submission_transition(
                 submission=submission, from_status=Status.QUEUED, to_status=Status.RUNNING
             ):
+                # Cancelled or failed (the reaper) while the message waited.
                 EvaluationRun.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(
                     status=RunStatus.CANCELLED, finished_at=now
                 )
@@ -367,10 +239,7 @@ def shard_claim(*, shard_id: int) -> Shard | None:
                 logger.info("run %s: submission is %s; cancelled", run.pk, submission.status)
                 return None
             EvaluationRun.objects.filter(pk=run.pk).update(
-                status=RunStatus.RUNNING,
-                started_at=now,
-                heartbeat_at=now,
-                worker=services.worker_identity(),
+                status=RunStatus.RUNNING, started_at=now, worker=services.worker_identity()
             )
         elif run.status != RunStatus.RUNNING or submission.status != Status.RUNNING:
             Shard.objects.filter(pk=shard.pk, status=ShardStatus.QUEUED).update(
@@ -389,14 +258,12 @@ def shard_claim(*, shard_id: int) -> Shard | None:
     ).get(pk=shard.pk)
 
 
-def run_progress_refresh(*, run_id: int, beat: bool = True) -> None:
+def run_progress_refresh(*, run_id: int) -> None:
     """The run's shapes done and total: the sums over its current shards."""
     totals = Shard.objects.filter(run_id=run_id, status__in=_CURRENT).aggregate(
         done=Sum("shapes_done"), total=Sum("shapes_total")
     )
     fields = {"shapes_done": totals["done"] or 0, "shapes_total": totals["total"] or 0}
-    if beat:
-        fields["heartbeat_at"] = timezone.now()
     EvaluationRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(**fields)
 
 
@@ -426,19 +293,22 @@ class ShardHeartbeat:
             ).update(**fields)
             if written:
                 run_progress_refresh(run_id=self.run_id)
-        except services._DB_DOWN as error:
-            logger.warning("shard %s: heartbeat not written (%s)", self.shard_id, error)
-            services._drop_connection()
+        except services.DB_DOWN as error:
+            logger.warning("shard %s: heartbeat not written (%s); will retry", self.shard_id, error)
+            services.drop_connection()
             return
         self.last_beat = time.monotonic()
         if not written:
             raise services.RunTakenOver(f"Shard {self.shard_id} was replaced or its run ended.")
 
 
-def shard_execute(*, shard_id: int) -> Shard | None:
-    """Run one shard to its end. Idempotent like ``services.evaluation_run_execute``."""
-    shard = services._with_db_retry(
-        lambda: shard_claim(shard_id=shard_id), what=f"claiming shard {shard_id}"
+def shard_execute(*, run_id: int | None = None, shard_id: int | None = None) -> Shard | None:
+    """Run one shard (``shard_id``, else one of run ``run_id``) to its end. Idempotent: a
+    message for a finished shard, or for one that a live worker holds, does nothing; one
+    whose worker died starts a new attempt of that shard."""
+    which = f"shard {shard_id}" if shard_id is not None else f"a shard of run {run_id}"
+    shard = services.with_db_retry(
+        lambda: shard_claim(run_id=run_id, shard_id=shard_id), what=f"claiming {which}"
     )
     if shard is None:
         return None
@@ -455,7 +325,7 @@ def shard_execute(*, shard_id: int) -> Shard | None:
         timeout_s=settings.ATREX["EVALUATION_TIMEOUT_S"],
         python=settings.ATREX["EVALUATOR_PYTHON"],
         extra_args=[
-            *services._evaluator_options(),
+            *_evaluator_options(),
             "--operators",
             ",".join(shard.operators),
             "--seed",
@@ -469,8 +339,8 @@ def shard_execute(*, shard_id: int) -> Shard | None:
         return shard
     except PlatformError as error:
         logger.exception("shard %s failed on the platform side", shard.pk)
-        failure = error
-        services._with_db_retry(
+        failure = error  # the except clause unbinds ``error`` when it ends
+        services.with_db_retry(
             lambda: shard_retry(
                 shard=shard,
                 from_status=ShardStatus.RUNNING,
@@ -481,13 +351,28 @@ def shard_execute(*, shard_id: int) -> Shard | None:
             what=f"failing shard {shard.pk}",
         )
         return shard
-    return services._with_db_retry(
-        lambda: _shard_store(shard, outcome), what=f"storing shard {shard.pk}"
+    return services.with_db_retry(
+        lambda: shard_store(shard, outcome), what=f"storing shard {shard.pk}"
     )
 
 
-def _shard_store(shard: Shard, outcome: evaluation.EvaluatorOutcome) -> Shard:
-    """Keep a finished shard's results; the last shard of the run merges and publishes."""
+def run_execute(*, run_id: int) -> EvaluationRun | None:
+    """Run every shard of the run that this process can take, one after another, here
+    (``manage.py seed_demo``; tests); a worker runs one shard per message instead."""
+    while shard_execute(run_id=run_id) is not None:
+        pass
+    return EvaluationRun.objects.filter(pk=run_id).first()
+
+
+def _evaluator_options() -> list[str]:
+    budget = settings.ATREX.get("TIME_BUDGET_S")
+    return ["--time-budget-s", str(budget)] if budget else []
+
+
+def shard_store(shard: Shard, outcome: evaluation.EvaluatorOutcome) -> Shard:
+    """Keep a finished shard's results; the last shard of the run merges and publishes.
+    Only while the shard is still ours: a worker whose shard was replaced meanwhile (or a
+    retried commit) stores nothing twice."""
     results = outcome.results or {}
     error = results.get("error")
     if error and str(error.get("code", "")).startswith("platform:"):
@@ -507,7 +392,7 @@ def _shard_store(shard: Shard, outcome: evaluation.EvaluatorOutcome) -> Shard:
             logger.warning("shard %s is no longer running here: results not stored", shard.pk)
             return shard
         if error:
-            # A bundle the evaluator could not take: the user's to fix, as in one task.
+            # A bundle the evaluator could not take (e.g. extraction): the user's to fix.
             failure = BundleError(error.get("message", str(error)), code=error.get("code"))
             held.update(
                 status=ShardStatus.FAILED,
@@ -542,7 +427,11 @@ def _shard_store(shard: Shard, outcome: evaluation.EvaluatorOutcome) -> Shard:
         merged = merge_results(
             [(s.index, s.attempt, s.worker, s.results) for s in merge], order=order
         )
-        log_tail = "\n".join(f"--- shard {s.index} ---\n{s.log_tail[-8000:]}" for s in merge)
+        log_tail = (
+            "\n".join(f"--- shard {s.index} ---\n{s.log_tail[-8000:]}" for s in merge)
+            if len(merge) > 1
+            else merge[0].log_tail
+        )
         services.evaluation_run_score_and_publish(run=run, results=merged, log_tail=log_tail)
     return shard
 
@@ -559,10 +448,13 @@ def merge_results(parts: list[tuple[int, int, str, dict]], *, order: list[str]) 
 
     ``parts``: (index, attempt, worker, document) per shard. Operators in suite order;
     the top-level environment is the first shard's, and ``environment.shards`` keeps each
-    shard's own (its worker, operators, wall time and environment). Scores are left to
-    the site, which recomputes them from the operators."""
+    shard's own (its worker, operators, wall time and environment). One part: its
+    document as the evaluator wrote it. Scores are left to the site, which recomputes
+    them from the operators."""
     documents = [document for _, _, _, document in parts]
     first = documents[0]
+    if len(documents) == 1:
+        return {**first, "error": None, "scores": None}
     entries = {entry["operator"]: entry for doc in documents for entry in doc["operators"]}
     rank = {slug: i for i, slug in enumerate(order)}
     operators = sorted(

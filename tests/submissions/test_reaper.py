@@ -1,6 +1,7 @@
-"""The reaper and the idempotent task, against the real database: lost workers' runs are
-re-queued as new attempts, lost messages re-sent, live runs left alone, finished runs never
-run twice, and past the attempt cap the submission fails with a refunded platform error."""
+"""The reaper and the idempotent task, against the real database, on runs that are not
+split (one shard each): lost workers' shards are re-queued as new attempts, lost messages
+re-sent, live shards left alone, finished ones never run twice, and past the attempt cap
+the submission fails with a refunded platform error."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.utils import timezone
 
-from submissions import evaluation, services
-from submissions.models import EvaluationRun, OperatorResult, Submission
+from submissions import evaluation, services, shards
+from submissions.models import EvaluationRun, OperatorResult, Shard, Submission
 from submissions.quotas import submissions_counted
 from submissions.reaper import runs_reap
 
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.django_db
 
 Status = Submission.Status
 RunStatus = EvaluationRun.Status
+ShardStatus = Shard.Status
 MODULE = (
     "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
 )
@@ -41,21 +43,26 @@ def _upload() -> SimpleUploadedFile:
 
 @pytest.fixture
 def queued(catalogue, user):
-    """A new submission's queued run (its message is not sent: on_commit does not run)."""
+    """A new submission's queued run, one shard (its message is not sent: on_commit does
+    not run)."""
 
     def make(upload=None) -> EvaluationRun:
         submission = services.submission_create(owner=user, upload=upload or _upload())
         assert submission.status == Status.QUEUED
-        return submission.runs.get()
+        run = submission.runs.get()
+        assert run.shard_count == 1 and run.shards.get().status == ShardStatus.QUEUED
+        return run
 
     return make
 
 
-def _running(run: EvaluationRun, *, worker: str, heartbeat_age_s: float) -> EvaluationRun:
-    """Claim the run, then make it look held by ``worker``, last heard of that long ago."""
-    claimed = services.evaluation_run_claim(run_id=run.pk)
-    assert claimed is not None and claimed.status == RunStatus.RUNNING
-    EvaluationRun.objects.filter(pk=claimed.pk).update(
+def _running(run: EvaluationRun, *, worker: str, heartbeat_age_s: float) -> Shard:
+    """Claim the run's shard (as its message would), then make it look held by ``worker``,
+    last heard of that long ago."""
+    claimed = shards.shard_claim(run_id=run.pk)
+    assert claimed is not None and claimed.status == ShardStatus.RUNNING
+    assert EvaluationRun.objects.get(pk=run.pk).status == RunStatus.RUNNING
+    Shard.objects.filter(pk=claimed.pk).update(
         worker=worker, heartbeat_at=timezone.now() - timedelta(seconds=heartbeat_age_s)
     )
     claimed.refresh_from_db()
@@ -76,27 +83,28 @@ def test_stale_run_is_declared_lost_and_requeued_as_a_new_attempt(
     queued, settings, django_capture_on_commit_callbacks
 ):
     stale_s = settings.ATREX["HEARTBEAT_STALE_S"]
-    run = _running(queued(), worker="gpu-node-7:4242", heartbeat_age_s=stale_s + 5)
+    shard = _running(queued(), worker="gpu-node-7:4242", heartbeat_age_s=stale_s + 5)
     with django_capture_on_commit_callbacks(execute=False) as sent:
         report = runs_reap()
-    assert report.requeued == [run.pk] and not report.failed
-    run.refresh_from_db()
-    assert run.status == RunStatus.LOST and run.error_code == "platform:worker-lost"
-    assert "gpu-node-7:4242" in run.error_message
-    submission = Submission.objects.get(pk=run.submission_id)
-    assert submission.status == Status.QUEUED
-    retry = submission.runs.get(attempt=2)
-    assert retry.status == RunStatus.QUEUED and retry.dispatch_count == 1
-    assert len(sent) == 1  # the new attempt's id goes to the queue once committed
-    assert _history(submission)[-2:] == ["queued>running", "running>queued"]
+    assert report.requeued == [shard.pk] and not report.failed
+    shard.refresh_from_db()
+    assert shard.status == ShardStatus.LOST and shard.error_code == "platform:worker-lost"
+    assert "gpu-node-7:4242" in shard.error_message
+    submission = Submission.objects.get(pk=shard.run.submission_id)
+    # The run goes on: its one shard is tried again as a new attempt.
+    assert submission.status == Status.RUNNING
+    retry = Shard.objects.get(run=shard.run_id, index=0, attempt=2)
+    assert retry.status == ShardStatus.QUEUED and retry.dispatch_count == 1
+    assert len(sent) == 1  # the new attempt's run id goes to the queue once committed
+    assert _history(submission)[-1:] == ["queued>running"]
 
 
 def test_run_with_a_fresh_heartbeat_is_left_alone(queued):
-    run = _running(queued(), worker="gpu-node-7:4242", heartbeat_age_s=0)
+    shard = _running(queued(), worker="gpu-node-7:4242", heartbeat_age_s=0)
     report = runs_reap()
     assert not (report.requeued or report.resent or report.failed)
-    run.refresh_from_db()
-    assert run.status == RunStatus.RUNNING
+    shard.refresh_from_db()
+    assert shard.status == ShardStatus.RUNNING and shard.run.status == RunStatus.RUNNING
 
 
 def test_attempt_cap_fails_the_submission_with_a_refunded_platform_error(queued, settings, user):
@@ -105,12 +113,15 @@ def test_attempt_cap_fails_the_submission_with_a_refunded_platform_error(queued,
     for _ in range(2):
         _running(run, worker="gpu-node-7:4242", heartbeat_age_s=3600)
         runs_reap()
-        run = Submission.objects.get(pk=run.submission_id).runs.order_by("-attempt").first()
     submission = Submission.objects.get(pk=run.submission_id)
     assert submission.status == Status.FAILED
     assert submission.error_code == "platform:worker-lost"
     assert "does not count against your quota" in submission.error_message
-    assert list(submission.runs.values_list("status", flat=True)) == ["lost", "lost"]
+    assert list(run.shards.order_by("attempt").values_list("status", flat=True)) == [
+        "lost",
+        "lost",
+    ]
+    assert submission.runs.get().status == RunStatus.FAILED
     assert not submissions_counted(owner=user).filter(pk=submission.pk).exists()
 
 
@@ -119,21 +130,20 @@ def test_queued_run_whose_message_was_lost_is_sent_again(
 ):
     run = queued()
     grace_s = settings.ATREX["QUEUED_GRACE_S"]
-    EvaluationRun.objects.filter(pk=run.pk).update(
-        dispatched_at=timezone.now() - timedelta(seconds=grace_s + 1)
-    )
+    run.shards.update(dispatched_at=timezone.now() - timedelta(seconds=grace_s + 1))
     with django_capture_on_commit_callbacks(execute=False) as sent:
         report = runs_reap()
-    assert report.resent == [run.pk]
+    shard = run.shards.get()
+    assert report.resent == [shard.pk]
     run.refresh_from_db()
-    assert run.status == RunStatus.QUEUED and run.dispatch_count == 2 and len(sent) == 1
+    assert run.status == RunStatus.QUEUED and shard.dispatch_count == 2 and len(sent) == 1
 
 
 def test_queued_run_waiting_behind_an_older_live_run_is_not_sent_again(queued, settings):
     older = queued()
     _running(older, worker="gpu-node-7:4242", heartbeat_age_s=0)
     waiting = queued()
-    EvaluationRun.objects.filter(pk=waiting.pk).update(
+    waiting.shards.update(
         dispatched_at=timezone.now() - timedelta(seconds=settings.ATREX["QUEUED_GRACE_S"] + 1)
     )
     assert runs_reap().resent == []
@@ -141,7 +151,7 @@ def test_queued_run_waiting_behind_an_older_live_run_is_not_sent_again(queued, s
 
 def test_queued_run_that_no_worker_takes_fails_at_the_cap(queued, settings):
     run = queued()
-    EvaluationRun.objects.filter(pk=run.pk).update(
+    run.shards.update(
         dispatch_count=settings.ATREX["MAX_ATTEMPTS"],
         dispatched_at=timezone.now() - timedelta(seconds=settings.ATREX["QUEUED_GRACE_S"] + 1),
     )
@@ -155,58 +165,63 @@ def test_queued_run_that_no_worker_takes_fails_at_the_cap(queued, settings):
 
 def test_redelivered_message_for_a_finished_run_does_nothing(queued):
     run = queued()
-    services.evaluation_run_claim(run_id=run.pk)
+    shard = shards.shard_claim(run_id=run.pk)
+    Shard.objects.filter(pk=shard.pk).update(status=ShardStatus.SUCCEEDED)
     EvaluationRun.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
-    assert services.evaluation_run_claim(run_id=run.pk) is None
+    assert shards.shard_claim(run_id=run.pk) is None
+    assert shards.shard_claim(shard_id=shard.pk) is None
     assert Submission.objects.get(pk=run.submission_id).runs.count() == 1
+    assert run.shards.count() == 1
 
 
 def test_redelivered_message_for_a_run_a_live_worker_holds_does_nothing(queued):
-    run = _running(queued(), worker="gpu-node-7:4242", heartbeat_age_s=0)
-    assert services.evaluation_run_claim(run_id=run.pk) is None
-    run.refresh_from_db()
-    assert run.status == RunStatus.RUNNING and run.worker == "gpu-node-7:4242"
+    shard = _running(queued(), worker="gpu-node-7:4242", heartbeat_age_s=0)
+    assert shards.shard_claim(run_id=shard.run_id) is None
+    shard.refresh_from_db()
+    assert shard.status == ShardStatus.RUNNING and shard.worker == "gpu-node-7:4242"
 
 
 def test_redelivered_message_for_a_run_whose_worker_died_takes_it_over(queued):
     # Fresh heartbeat, but the holder was a process of this host that no longer exists.
     dead = f"{socket.gethostname()}:{_dead_pid()}"
-    run = _running(queued(), worker=dead, heartbeat_age_s=0)
-    taken = services.evaluation_run_claim(run_id=run.pk)
-    assert taken is not None and taken.pk != run.pk and taken.attempt == 2
-    assert taken.status == RunStatus.RUNNING and taken.worker == services.worker_identity()
-    run.refresh_from_db()
-    assert run.status == RunStatus.LOST
-    submission = Submission.objects.get(pk=run.submission_id)
+    shard = _running(queued(), worker=dead, heartbeat_age_s=0)
+    taken = shards.shard_claim(run_id=shard.run_id)
+    assert taken is not None and taken.pk != shard.pk and taken.attempt == 2
+    assert taken.status == ShardStatus.RUNNING and taken.worker == services.worker_identity()
+    shard.refresh_from_db()
+    assert shard.status == ShardStatus.LOST
+    submission = Submission.objects.get(pk=shard.run.submission_id)
     assert submission.status == Status.RUNNING
-    assert _history(submission)[-3:] == ["queued>running", "running>queued", "queued>running"]
+    assert _history(submission)[-1:] == ["queued>running"]
 
 
 def test_heartbeat_writes_progress_and_stops_a_run_that_was_replaced(queued):
-    run = _running(queued(), worker="gpu-node-7:4242", heartbeat_age_s=100)
-    beat = services.RunHeartbeat(run)
+    shard = _running(queued(), worker="gpu-node-7:4242", heartbeat_age_s=100)
+    beat = shards.ShardHeartbeat(shard)
     beat({"event": "start", "shapes_total": 3})
-    run.refresh_from_db()
-    assert run.shapes_total == 3
-    assert (timezone.now() - run.heartbeat_at).total_seconds() < 5
-    EvaluationRun.objects.filter(pk=run.pk).update(status=RunStatus.LOST)
+    shard.refresh_from_db()
+    assert shard.shapes_total == 3 and shard.run.shapes_total == 3
+    assert (timezone.now() - shard.heartbeat_at).total_seconds() < 5
+    Shard.objects.filter(pk=shard.pk).update(status=ShardStatus.LOST)
     with pytest.raises(services.RunTakenOver):
         beat({"event": "shape", "shapes_done": 1})
 
 
 def test_results_of_a_replaced_run_are_not_stored(queued):
-    run = _running(queued(), worker="gpu-node-7:4242", heartbeat_age_s=3600)
+    shard = _running(queued(), worker="gpu-node-7:4242", heartbeat_age_s=3600)
     runs_reap()  # declared lost: attempt 2 is queued
     late = evaluation.EvaluatorOutcome(
         returncode=0,
         results={"operators": [{"operator": "silu_and_mul", "status": "ok", "shapes": []}]},
         log_tail="",
     )
-    services._run_store_and_score(run, late)  # the old worker comes back with results
-    run.refresh_from_db()
-    assert run.status == RunStatus.LOST
-    assert not OperatorResult.objects.filter(run__submission_id=run.submission_id).exists()
-    assert Submission.objects.get(pk=run.submission_id).status == Status.QUEUED
+    shards.shard_store(shard, late)  # the old worker comes back with results
+    shard.refresh_from_db()
+    assert shard.status == ShardStatus.LOST and shard.results is None
+    assert not OperatorResult.objects.filter(run__submission_id=shard.run.submission_id).exists()
+    submission = Submission.objects.get(pk=shard.run.submission_id)
+    assert submission.status == Status.RUNNING
+    assert Shard.objects.get(run=shard.run_id, attempt=2).status == ShardStatus.QUEUED
 
 
 def _processes_in(folder: Path) -> list[int]:
@@ -245,7 +260,7 @@ def test_reap_runs_command_reports_what_it_did(queued):
     _running(queued(), worker="gpu-node-7:4242", heartbeat_age_s=3600)
     out = io.StringIO()
     call_command("reap_runs", stdout=out)
-    assert "1 lost runs re-queued" in out.getvalue()
+    assert "1 lost shards re-queued" in out.getvalue()
 
 
 @pytest.mark.slow
@@ -256,17 +271,61 @@ def test_task_for_a_dead_workers_run_evaluates_a_new_attempt_to_the_end(
     submission = services.submission_create(
         owner=user, upload=example_zip("triton-baseline", only=["rms_norm.py"])
     )
-    run = _running(
+    shard = _running(
         submission.runs.get(),
         worker=f"{socket.gethostname()}:{_dead_pid()}",
         heartbeat_age_s=0,
     )
-    services.evaluation_run_execute(run_id=run.pk)  # the redelivered message
+    shards.shard_execute(run_id=shard.run_id)  # the redelivered message
     submission.refresh_from_db()
     assert submission.status == Status.PUBLISHED, submission.error_message
-    runs = list(submission.runs.order_by("attempt").values_list("attempt", "status"))
-    assert runs == [(1, "lost"), (2, "succeeded")]
-    assert submission.score.run.attempt == 2
+    tries = list(shard.run.shards.order_by("attempt").values_list("attempt", "status"))
+    assert tries == [(1, "lost"), (2, "succeeded")]
+    assert submission.score.run == shard.run and shard.run.shards.get(attempt=2).results
     assert (
         OperatorResult.objects.filter(run__submission=submission, operator="rms_norm").count() == 1
     )
+
+
+def _fake_evaluator(calls: list):
+    """Stands in for the evaluator's child: records the job and returns one operator's
+    results (the task's routing is under test here, not the evaluator)."""
+
+    def run_evaluator(job, on_progress=None):
+        calls.append(job)
+        on_progress({"event": "start", "shapes_total": 1})
+        shape = {"shape_id": "0", "status": "runtime_error", "weight": 1.0, "error": "boom"}
+        return evaluation.EvaluatorOutcome(
+            returncode=0,
+            results={
+                "operators": [{"operator": "silu_and_mul", "status": "ok", "shapes": [shape]}],
+                "environment": {"hostname": "here"},
+                "harness_version": "test",
+            },
+            log_tail="child output",
+        )
+
+    return run_evaluator
+
+
+@pytest.mark.parametrize("message", ["run", "shard"])
+def test_either_tasks_message_gets_a_run_evaluated_through_its_shard(queued, monkeypatch, message):
+    from submissions import tasks
+
+    calls: list = []
+    monkeypatch.setattr(evaluation, "run_evaluator", _fake_evaluator(calls))
+    run = queued()
+    if message == "run":
+        tasks.evaluate_run(run.pk)  # what this site sends: the run's id
+    else:
+        tasks.evaluate_shard(run.shards.get().pk)  # what earlier versions sent
+    run.refresh_from_db()
+    submission = Submission.objects.get(pk=run.submission_id)
+    assert submission.status == Status.PUBLISHED, submission.error_message
+    assert run.status == RunStatus.SUCCEEDED and run.log_tail == "child output"
+    assert run.environment == {"hostname": "here"}  # one shard: the document as written
+    assert run.shards.get().status == ShardStatus.SUCCEEDED
+    assert "--operators" in calls[0].extra_args and str(run.seed) in calls[0].extra_args
+    # The same message again does nothing.
+    tasks.evaluate_run(run.pk)
+    assert len(calls) == 1 and submission.history.filter(to_status=Status.PUBLISHED).count() == 1

@@ -9,7 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from leaderboard.selectors import leaderboard_rows
-from submissions import services
+from submissions import services, shards
 from submissions.models import EvaluationRun, Submission
 
 pytestmark = pytest.mark.django_db
@@ -139,7 +139,7 @@ def test_triton_bundle_is_evaluated_scored_and_published(catalogue, user, exampl
     submission = services.submission_create(
         owner=user, upload=example_zip("triton-baseline", only=["rms_norm.py", "atrex.toml"])
     )
-    run = services.evaluation_run_execute(run_id=submission.runs.get().pk)
+    run = shards.run_execute(run_id=submission.runs.get().pk)
     submission.refresh_from_db()
     assert submission.status == Status.PUBLISHED, submission.error_message
     run.refresh_from_db()
@@ -157,8 +157,9 @@ def test_triton_bundle_is_evaluated_scored_and_published(catalogue, user, exampl
     assert list(leaderboard_rows(suite=submission.suite_version, hardware=submission.hardware)) == [
         score
     ]
-    # Idempotent: a redelivered message for the same run changes nothing.
-    services.evaluation_run_execute(run_id=run.pk)
+    # Idempotent: a redelivered message for the same run (or its shard) changes nothing.
+    shards.run_execute(run_id=run.pk)
+    shards.shard_execute(shard_id=run.shards.get().pk)
     assert submission.history.filter(to_status=Status.PUBLISHED).count() == 1
 
 
@@ -167,7 +168,7 @@ def test_pure_pytorch_bundle_is_flagged_as_fallback_and_scores_zero(catalogue, u
     submission = services.submission_create(
         owner=user, upload=example_zip("pytorch-eager", only=["silu_and_mul.py"])
     )
-    services.evaluation_run_execute(run_id=submission.runs.get().pk)
+    shards.run_execute(run_id=submission.runs.get().pk)
     submission.refresh_from_db()
     assert submission.status == Status.PUBLISHED, submission.error_message
     statuses = set(
@@ -187,7 +188,7 @@ def test_private_submission_never_reaches_the_public_board(catalogue, user, exam
         upload=example_zip("triton-baseline", only=["silu_and_mul.py"]),
         visibility=Submission.Visibility.PRIVATE,
     )
-    services.evaluation_run_execute(run_id=submission.runs.get().pk)
+    shards.run_execute(run_id=submission.runs.get().pk)
     submission.refresh_from_db()
     assert submission.status == Status.PUBLISHED
     assert not leaderboard_rows(

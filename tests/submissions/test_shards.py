@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from atrex_site.celery import app as celery_app
 from leaderboard.models import Score
-from submissions import evaluation, services, shards
+from submissions import evaluation, planning, run_split, services, shards
 from submissions.models import EvaluationRun, OperatorResult, Shard, StatusChange, Submission
 from submissions.quotas import submissions_counted
 from submissions.reaper import runs_reap
@@ -49,14 +49,14 @@ def _submit(user, example_zip) -> Submission:
 
 def test_plan_balances_shards_by_shape_count():
     costs = {"a": 5, "b": 3, "c": 3, "d": 2, "e": 0}
-    plan = shards.shard_plan(operators=list(costs), costs=costs, count=2)
+    plan = planning.shard_plan(operators=list(costs), costs=costs, count=2)
     assert sorted(op for shard in plan for op in shard) == sorted(costs)
     loads = sorted(sum(costs[op] for op in shard) for shard in plan)
     assert loads == [6, 7]
     # Each shard keeps the given order; one shard is everything; never an empty shard.
     assert all(shard == sorted(shard) for shard in plan)
-    assert shards.shard_plan(operators=list(costs), costs=costs, count=1) == [list(costs)]
-    assert len(shards.shard_plan(operators=["a", "b"], costs=costs, count=8)) == 2
+    assert planning.shard_plan(operators=list(costs), costs=costs, count=1) == [list(costs)]
+    assert len(planning.shard_plan(operators=["a", "b"], costs=costs, count=8)) == 2
 
 
 @pytest.mark.django_db
@@ -75,8 +75,8 @@ def test_auto_shards_follow_the_free_workers_of_the_hardware(
         assert submission.status == Status.QUEUED, submission.error_message
         return submission.runs.get()
 
-    first = submit()  # no worker registered: one task
-    assert first.shard_count == 0
+    first = submit()  # no worker registered: one shard
+    assert first.shard_count == 1
     now = timezone.now()
     hardware = first.submission.hardware.slug
 
@@ -102,9 +102,9 @@ def test_auto_shards_follow_the_free_workers_of_the_hardware(
     assert sorted(op for part in second.shards.all() for op in part.operators) == sorted(
         SUITE_OPERATORS
     )
-    # Now the first run and the three shards wait for four of the five: one free, one task.
-    assert submit().shard_count == 0
-    assert shards.free_workers(hardware_profile=hardware, queue=first.queue) == 0
+    # Now the first run and the three shards wait for four of the five: one free, one shard.
+    assert submit().shard_count == 1
+    assert run_split.free_workers(hardware_profile=hardware, queue=first.queue) == 0
 
 
 @pytest.mark.django_db
@@ -136,7 +136,7 @@ def test_shards_are_balanced_by_each_operators_measured_wall_time(
             )
     assert plan() == [["fused_add_rms_norm"], ["rms_norm", "silu_and_mul"]]
     # silu_and_mul has no history: its shape count at the others' median seconds per shape.
-    costs = shards.operator_costs(
+    costs = run_split.operator_costs(
         queue=earlier.queue,
         suite_version_id=earlier.submission.suite_version_id,
         shapes={"fused_add_rms_norm": 3, "rms_norm": 3, "silu_and_mul": 6},
@@ -144,7 +144,7 @@ def test_shards_are_balanced_by_each_operators_measured_wall_time(
     assert costs["fused_add_rms_norm"] == 40.0 and costs["rms_norm"] == pytest.approx(8.0)
     assert costs["silu_and_mul"] == pytest.approx(6 * (40.0 / 3 + 8.0 / 3) / 2)
     # Another queue's history does not count there.
-    assert shards.operator_costs(
+    assert run_split.operator_costs(
         queue="eval.elsewhere",
         suite_version_id=earlier.submission.suite_version_id,
         shapes={"rms_norm": 3, "silu_and_mul": 6},
@@ -167,10 +167,16 @@ def test_enqueue_splits_the_run_into_shards_of_every_suite_operator(
 
 
 @pytest.mark.django_db
-def test_one_shard_per_run_keeps_the_single_task(catalogue, user, example_zip, settings):
+def test_one_shard_per_run_is_one_shard_of_every_operator(
+    catalogue, user, example_zip, settings, django_capture_on_commit_callbacks
+):
     settings.ATREX = {**settings.ATREX, "SHARDS_PER_RUN": 1}
-    run = _submit(user, example_zip).runs.get()
-    assert run.shard_count == 0 and not run.shards.exists() and run.seed is None
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        run = _submit(user, example_zip).runs.get()
+    part = run.shards.get()
+    assert run.shard_count == 1 and part.index == 0 and part.attempt == 1
+    assert part.operators == SUITE_OPERATORS and part.shapes_total == run.shapes_total == 9
+    assert run.seed is not None and len(sent) == 1  # one message, carrying the run's id
 
 
 # --- Claims, redelivery, the reaper -----------------------------------------------------------
@@ -203,8 +209,9 @@ def test_claim_moves_the_run_once_and_redelivered_messages_do_nothing(
     assert Shard.objects.filter(run=first.run_id).count() == 2
     history = list(submission.history.values_list("to_status", flat=True))
     assert history.count(Status.RUNNING) == 1
-    # The run's own message (never sent for a sharded run) would do nothing either.
-    assert services.evaluation_run_claim(run_id=first.run_id) is None
+    # A message carrying the run's id finds no queued shard and no dead holder: nothing.
+    assert shards.shard_claim(run_id=first.run_id) is None
+    assert Shard.objects.filter(run=first.run_id).count() == 2
 
 
 @pytest.mark.django_db
@@ -223,7 +230,7 @@ def test_reaper_redoes_only_the_stale_shard_then_fails_at_the_cap(
     second.refresh_from_db()
 
     report = runs_reap()
-    assert report.shards_requeued == [first.pk] and report.failed == []
+    assert report.requeued == [first.pk] and report.failed == []
     first.refresh_from_db()
     assert first.status == ShardStatus.LOST and first.error_code == services.WorkerLost.code
     retry = Shard.objects.get(run=run, index=first.index, attempt=2)
@@ -260,7 +267,7 @@ def test_queued_shard_whose_message_was_lost_is_sent_again_then_fails(
     old = timezone.now() - timedelta(seconds=settings.ATREX["QUEUED_GRACE_S"] + 60)
     Shard.objects.filter(pk=first.pk).update(dispatched_at=old)
     report = runs_reap()
-    assert report.shards_resent == [first.pk]
+    assert report.resent == [first.pk]
     first.refresh_from_db()
     second.refresh_from_db()
     assert first.dispatch_count == 2 and second.dispatch_count == 1
@@ -316,7 +323,7 @@ def test_platform_failure_of_a_shard_retries_it_alone_and_a_bundle_error_fails_a
         results={"error": {"code": "bundle:bad-archive", "message": "not a zip file"}},
         log_tail="",
     )
-    shards._shard_store(second, outcome)
+    shards.shard_store(second, outcome)
     submission.refresh_from_db()
     assert (submission.status, submission.error_code) == (Status.FAILED, "bundle:bad-archive")
     assert submissions_counted(owner=user).filter(pk=submission.pk).exists()  # not refunded
@@ -354,10 +361,10 @@ def test_two_shards_finishing_at_once_merge_and_publish_once(
     # The shards stay off the broker: this test claims them itself, and a worker of an
     # earlier test still shutting down must not take one first. What would be sent is kept.
     sent: list[int] = []
-    monkeypatch.setattr(shards, "shard_dispatch", lambda *, shard: sent.append(shard.pk))
+    monkeypatch.setattr(services, "evaluation_run_dispatch", lambda *, run: sent.append(run.pk))
     submission = _submit(user, example_zip)
     run = submission.runs.get()
-    assert sorted(sent) == sorted(run.shards.values_list("pk", flat=True))
+    assert sent == [run.pk] * run.shards.count()  # the run's id once per shard
     parts = [_claim(part) for part in run.shards.order_by("index")]
     parts = [Shard.objects.select_related("run__submission").get(pk=p.pk) for p in parts]
     outcomes: dict = {}
@@ -373,7 +380,7 @@ def test_two_shards_finishing_at_once_merge_and_publish_once(
     def store(shard: Shard) -> None:
         try:
             barrier.wait()
-            shards._shard_store(shard, outcomes[shard.pk])
+            shards.shard_store(shard, outcomes[shard.pk])
         except Exception as error:  # noqa: BLE001 - reported by the test
             errors.append(error)
         finally:
@@ -400,7 +407,7 @@ def test_two_shards_finishing_at_once_merge_and_publish_once(
     assert [e["operator"] for e in run.results["operators"]] == SUITE_OPERATORS
     assert run.results["scores"]["shapes_passed"] == 6
     # A late duplicate store (a retried commit) changes nothing.
-    shards._shard_store(parts[0], outcomes[parts[0].pk])
+    shards.shard_store(parts[0], outcomes[parts[0].pk])
     assert StatusChange.objects.filter(submission=submission, to_status=Status.SCORING).count() == 1
 
 
@@ -490,9 +497,11 @@ def test_two_workers_run_two_shards_in_parallel_and_publish_what_one_task_does(
     assert _operator_table(run) == _operator_table(single.runs.get())
     assert run.shapes_done == run.shapes_total == 9
 
-    # Redelivered shard messages do nothing to the finished shards or the run.
+    # Redelivered messages (the run's, and shard ones of earlier versions) do nothing to
+    # the finished shards or the run.
     before = [(p.status, p.finished_at, p.attempt) for p in parts]
     for part in parts:
+        celery_app.send_task(services.EVALUATE_TASK, args=[run.pk], queue=run.queue)
         celery_app.send_task(shards.SHARD_TASK, args=[part.pk], queue=run.queue)
     # Taken off the queue by a worker (these two, or another test's worker on the same
     # queue), then given time to run.

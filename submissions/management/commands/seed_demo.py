@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand
 
-from submissions import services
+from submissions import services, shards
 from submissions.demo import DEMO_BUNDLES, EXAMPLE_BUNDLES_DIR, zip_folder
 from submissions.models import Submission
 from submissions.result_import import submission_import_results
@@ -148,7 +148,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"{folder_name}: {submission.status}: {submission.error_message}")
                 continue
             self.stdout.write(f"{folder_name}: evaluating #{submission.pk} …")
-            services.evaluation_run_execute(run_id=run.pk)
+            shards.run_execute(run_id=run.pk)
             submission.refresh_from_db()
             self.stdout.write(f"{folder_name}: {submission.status} {submission.error_message}")
         self._import_measured(owner)
