@@ -1,6 +1,8 @@
 """The command line: ``python -m evaluator run BUNDLE [options]`` (see docs/architecture.md)
 and ``python -m evaluator validate-suite SUITE_JSON [--device meta|cpu] [--out report.json]``
-and ``python -m evaluator ceilings [--device cuda|cpu] [--out ceilings.json]``.
+and ``python -m evaluator ceilings [--device cuda|cpu] [--out ceilings.json]``
+and ``python -m evaluator work`` (shapes' W/Q: JSON on stdin, JSON on stdout; see
+``evaluator.work``). The site starts each of them through ``evaluator.launch``.
 
 Exit codes: 0 when results were written (whatever the candidate did), 2 for a bundle or
 request the user must fix (message on stderr; results.json still written with
@@ -129,6 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ceilings.add_argument("--device", default="cuda", choices=("cpu", "cuda"))
     ceilings.add_argument("--out", default=None, help="write the figures here (default: stdout)")
+    commands.add_parser(
+        "work",
+        help="the work models' W/Q of shapes (JSON on stdin, JSON on stdout)",
+        description=(
+            'Read [{"operator", "init_kwargs", "input_kwargs"}, ...] as JSON on stdin and '
+            'write, in the same order, {"w_flops", "q_read", "q_write"} or {"error"} for '
+            "each as JSON on stdout. Exit 2 when stdin is not a JSON list."
+        ),
+    )
     return parser
 
 
@@ -320,4 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         return command_validate_suite(args)
     if args.command == "ceilings":
         return command_ceilings(args)
+    if args.command == "work":
+        from evaluator.work import command_work
+
+        return command_work()
     return EXIT_PLATFORM

@@ -12,7 +12,9 @@ so such a claim is told from the real thing. Each file is compiled once per proc
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from importlib.util import find_spec
 from types import CodeType
 from typing import Any
 
@@ -57,3 +59,12 @@ def genuine(code: CodeType) -> bool:
             keys = frozenset(_key(c) for c in _walk(top))
         _FILE_CODES[path] = keys
     return _key(code) in keys
+
+
+def package_dir(name: str) -> str | None:
+    """The real folder of an importable package, with a trailing separator (a prefix for
+    ``str.startswith`` on real paths); None when there is no such package."""
+    spec = find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.realpath(next(iter(spec.submodule_search_locations))) + os.sep

@@ -119,7 +119,7 @@ def shape_entry(
         if measured.get("not_timed"):
             error += " (not timed: a fallback scores 0 whatever its speed)"
     elif status == "pass" and measured.get("unwatched_error"):
-        # Its timed calls ran far faster than its watched ones (evaluator.child): the share
+        # Its timed calls ran far faster than its watched ones (evaluator.measure): the share
         # was measured on another path than the one timed.
         status, error = "fallback", str(measured["unwatched_error"])
     fraction = speedup = None

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.bundle import BundleManifest, extract_bundle
-from evaluator.child import WARM_UP_FAILED, FrameReader, write_frame
 from evaluator.environment import collect_environment, gpu_clocks
 from evaluator.errors import BundleError
+from evaluator.frames import WARM_UP_FAILED, FrameReader, write_frame
 from evaluator.hardware import HardwareProfile, get_profile
 from evaluator.results import operator_entry, results_document, shape_entry, write_results
 from evaluator.sandbox import (

@@ -89,7 +89,7 @@ def check_variant(
         spec.build_reference(init_kwargs)  # one that cannot be built fails here
 
         def reference(**inputs: Any) -> Any:
-            # Built afresh after each candidate call (see evaluator.child.evaluate_shape).
+            # Built afresh after each candidate call (see evaluator.measure.evaluate_shape).
             return spec.build_reference(init_kwargs).to(device)(**inputs)
 
         try:

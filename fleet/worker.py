@@ -15,13 +15,9 @@ import logging
 import os
 import platform
 import socket
-import subprocess
-import sys
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from celery import signals
@@ -29,6 +25,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from evaluator import HARNESS_VERSION
+from evaluator.launch import LaunchTimeout, run_evaluator_command, scratch_folder
 
 from . import services
 from .models import WorkerNode
@@ -108,27 +105,22 @@ class WorkerPresence:
 
 def run_ceilings_command(*, device: str) -> dict[str, Any]:
     """``python -m evaluator ceilings --device DEVICE`` in a child process (the evaluator's
-    interpreter, a minimal environment); model fields for the result or the failure."""
-    python = settings.ATREX["EVALUATOR_PYTHON"] or sys.executable
-    with tempfile.TemporaryDirectory(prefix="atrex-ceilings-") as scratch:
-        out = Path(scratch) / "ceilings.json"
-        keep = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "PYTHONPATH")
-        env = {name: os.environ[name] for name in keep if name in os.environ}
-        env["HOME"] = scratch
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(settings.BASE_DIR), env.get("PYTHONPATH")) if p
-        )
-        command = [python, "-m", "evaluator", "ceilings", "--device", device, "--out", str(out)]
+    interpreter, started by ``evaluator.launch``); model fields for the result or the
+    failure."""
+    with scratch_folder("ceilings") as scratch:
+        out = scratch / "ceilings.json"
         try:
-            completed = subprocess.run(
-                command, cwd=scratch, env=env, capture_output=True, text=True,
-                timeout=CEILINGS_TIMEOUT_S,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return _ceilings_failure(f"{' '.join(command[:5])}: {exc}")
+            completed = run_evaluator_command(
+                "ceilings",
+                ["--device", device, "--out", str(out)],
+                scratch=scratch,
+                timeout_s=CEILINGS_TIMEOUT_S,
+                python=settings.ATREX["EVALUATOR_PYTHON"] or "",
+            )
+        except (OSError, LaunchTimeout) as exc:
+            return _ceilings_failure(f"python -m evaluator ceilings --device {device}: {exc}")
         if completed.returncode != 0 or not out.exists():
-            tail = (completed.stderr or completed.stdout or "").strip()[-2000:]
-            return _ceilings_failure(f"exit code {completed.returncode}: {tail}")
+            return _ceilings_failure(f"exit code {completed.returncode}: {completed.output_tail()}")
         try:
             document = json.loads(out.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:

@@ -11,19 +11,15 @@ writes ``{"schema": "atrex-suite-validation/1", "ok", "errors": [{"operator",
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
+from evaluator.launch import LaunchTimeout, run_evaluator_command, scratch_folder
+
 REPORT_SCHEMA = "atrex-suite-validation/1"
 VALIDATE_TIMEOUT_S = 600
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -48,37 +44,23 @@ def _line(item: Any) -> str:
 def suite_definition_check(
     *, definition: dict[str, Any], timeout_s: float = VALIDATE_TIMEOUT_S
 ) -> SuiteCheck:
-    """Validate ``definition`` with ``python -m evaluator validate-suite`` (child process)."""
-    python = settings.ATREX.get("EVALUATOR_PYTHON") or sys.executable
-    with tempfile.TemporaryDirectory(prefix="atrex-validate-") as scratch:
-        suite_path = Path(scratch) / "suite.json"
-        report_path = Path(scratch) / "report.json"
+    """Validate ``definition`` with ``python -m evaluator validate-suite`` (a child process,
+    started by ``evaluator.launch``)."""
+    with scratch_folder("validate") as scratch:
+        suite_path = scratch / "suite.json"
+        report_path = scratch / "report.json"
         suite_path.write_text(json.dumps(definition), encoding="utf-8")
-        env = {name: os.environ[name] for name in ("PATH", "LANG", "LC_ALL") if name in os.environ}
-        env["HOME"] = scratch
-        env["PYTHONPATH"] = str(PROJECT_ROOT)
-        command = [
-            python,
-            "-m",
-            "evaluator",
-            "validate-suite",
-            str(suite_path),
-            "--out",
-            str(report_path),
-        ]
         try:
-            completed = subprocess.run(  # noqa: S603 - fixed argv, no shell
-                command,
-                cwd=scratch,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                check=False,
+            completed = run_evaluator_command(
+                "validate-suite",
+                [str(suite_path), "--out", str(report_path)],
+                scratch=scratch,
+                timeout_s=timeout_s,
+                python=settings.ATREX.get("EVALUATOR_PYTHON") or "",
             )
-        except subprocess.TimeoutExpired:
+        except LaunchTimeout:
             return SuiteCheck(problems=[f"validate-suite did not finish within {timeout_s:.0f} s"])
-        output = (completed.stderr or completed.stdout or "").strip()[-2000:]
+        output = completed.output_tail()
         if "invalid choice: 'validate-suite'" in output:
             return SuiteCheck(
                 problems=["this evaluator has no validate-suite command; update the evaluator"]

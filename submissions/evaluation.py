@@ -1,22 +1,20 @@
 """Runs the evaluator's command line in a child process and follows its progress file.
 
-This module knows how to call ``python -m evaluator run``; it knows nothing of the
-database. The child's own output is kept as a log, never parsed: results come only from
-the results file the evaluator writes.
+This module knows how to call ``python -m evaluator run`` (started by ``evaluator.launch``,
+which owns the child's environment, scratch folder, process group and timeout); it knows
+nothing of the database. The child's own output is kept as a log, never parsed: results
+come only from the results file the evaluator writes.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.errors import PlatformError
+from evaluator.launch import LaunchTimeout, run_evaluator_command
 
 LOG_TAIL_BYTES = 64 * 1024
 
@@ -63,20 +61,6 @@ class EvaluatorOutcome:
     returncode: int
     results: dict | None
     log_tail: str
-
-
-def _child_environment(work_dir: Path) -> dict[str, str]:
-    """A minimal environment: no database URL, broker URL, secret key or tokens.
-
-    The ``ATREX_SANDBOX_*`` limits (user, CPU seconds, memory, ...) pass through: they
-    configure the evaluator's sandbox and hold no secret."""
-    keep = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "PYTHONPATH")
-    env = {name: os.environ[name] for name in keep if name in os.environ}
-    env.update({k: v for k, v in os.environ.items() if k.startswith("ATREX_SANDBOX_")})
-    env["HOME"] = str(work_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.setdefault("TRITON_CACHE_DIR", str(work_dir / "triton-cache"))
-    return env
 
 
 def sandbox_paths() -> list[str]:
@@ -159,11 +143,7 @@ def run_evaluator(
     suite_path.write_text(json.dumps(job.suite_definition))
     for stale in (job.results_path, job.progress_path):
         stale.unlink(missing_ok=True)
-    command = [
-        job.python or sys.executable,
-        "-m",
-        "evaluator",
-        "run",
+    arguments = [
         str(job.bundle_path),
         "--suite",
         str(suite_path),
@@ -178,44 +158,33 @@ def run_evaluator(
         *(sandbox_options() if job.sandbox_args is None else job.sandbox_args),
         *job.extra_args,
     ]
-    # The evaluator package must be importable from the child even though cwd is the run
-    # directory: point PYTHONPATH at the project root that holds it.
-    env = _child_environment(job.work_dir)
-    project_root = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (project_root, env.get("PYTHONPATH")) if p)
     reader = ProgressReader(job.progress_path)
-    with job.log_path.open("ab") as log:
-        process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-            command,
-            cwd=job.work_dir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+
+    def follow_progress() -> None:
+        if on_progress is None:
+            return
+        for event in reader.read_new():
+            on_progress(event)
+        # The caller's heartbeat; it raises to stop a run that is no longer its.
+        on_progress({"event": "heartbeat"})
+
+    # The run directory is the child's scratch folder (kept: the log and results live there).
+    try:
+        finished = run_evaluator_command(
+            "run",
+            arguments,
+            scratch=job.work_dir,
+            timeout_s=job.timeout_s,
+            python=job.python,
+            log_path=job.log_path,
+            on_poll=follow_progress,
+            poll_s=poll_s,
         )
-        deadline = time.monotonic() + job.timeout_s
-        try:
-            while True:
-                try:
-                    returncode = process.wait(timeout=poll_s)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-                if on_progress is not None:
-                    for event in reader.read_new():
-                        on_progress(event)
-                    # The caller's heartbeat; it raises to stop a run that is no longer its.
-                    on_progress({"event": "heartbeat"})
-                if time.monotonic() > deadline:
-                    raise EvaluatorTimeout(
-                        f"The evaluation did not finish within {job.timeout_s:.0f} s "
-                        "and was stopped."
-                    )
-        except BaseException:
-            # Whatever stops the wait (timeout, a lost run, a signal), the child stops too.
-            _kill_group(process)
-            raise
+    except LaunchTimeout as timeout:
+        raise EvaluatorTimeout(
+            f"The evaluation did not finish within {job.timeout_s:.0f} s and was stopped."
+        ) from timeout
+    returncode = finished.returncode
     if on_progress is not None:
         for event in reader.read_new():
             on_progress(event)
@@ -234,11 +203,3 @@ def run_evaluator(
             f"Last lines of its log:\n{log_tail[-2000:]}"
         )
     return EvaluatorOutcome(returncode=returncode, results=results, log_tail=log_tail)
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, 9)
-    except ProcessLookupError:
-        pass
-    process.wait()

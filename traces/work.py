@@ -2,23 +2,19 @@
 
 The site never imports torch (docs/architecture.md, "The boundary"): the evaluator's
 interpreter (``settings.ATREX["EVALUATOR_PYTHON"]``, else this one) runs
-``python -m traces.work_model``, which holds no Django.
+``python -m evaluator work``, started by ``evaluator.launch``.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from evaluator.launch import LaunchTimeout, run_evaluator_command, scratch_folder
+
 WORK_TIMEOUT_S = 300
 
 
@@ -31,30 +27,23 @@ def shapes_work(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     "q_write"} or {"error"}; WorkModelError when the child fails as a whole."""
     if not items:
         return []
-    python = settings.ATREX.get("EVALUATOR_PYTHON") or sys.executable
-    with tempfile.TemporaryDirectory(prefix="atrex-work-") as scratch:
-        env = {name: os.environ[name] for name in ("PATH", "LANG", "LC_ALL") if name in os.environ}
-        env["HOME"] = scratch
-        env["PYTHONPATH"] = str(PROJECT_ROOT)
+    with scratch_folder("work") as scratch:
         try:
-            completed = subprocess.run(  # noqa: S603 - fixed argv, no shell
-                [python, "-m", "traces.work_model"],
-                input=json.dumps(list(items)),
-                cwd=scratch,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=WORK_TIMEOUT_S,
-                check=False,
+            completed = run_evaluator_command(
+                "work",
+                scratch=scratch,
+                timeout_s=WORK_TIMEOUT_S,
+                python=settings.ATREX.get("EVALUATOR_PYTHON") or "",
+                input_text=json.dumps(list(items)),
             )
-        except subprocess.TimeoutExpired:
+        except LaunchTimeout:
             raise WorkModelError(
                 f"the work models did not answer within {WORK_TIMEOUT_S} s"
             ) from None
     if completed.returncode != 0:
         raise WorkModelError(
             f"the work-model child failed (exit {completed.returncode}): "
-            f"{(completed.stderr or completed.stdout).strip()[-1500:]}"
+            f"{completed.output_tail(1500)}"
         )
     try:
         results = json.loads(completed.stdout)

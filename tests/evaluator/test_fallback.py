@@ -13,31 +13,28 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluator.fallback import (
+from evaluator.elf_symbols import (
+    cxx_qualified_name,
+    itanium_qualified_name,
+    shared_object_function_names,
+)
+from evaluator.fallback import measure_fallback, monitor_for, prepare_monitoring, report_for
+from evaluator.fallback_cpu import FallbackMonitor, is_allowed_op
+from evaluator.fallback_cuda import (
     MEMCPY,
     MEMSET,
     NEUTRAL,
-    NO_KERNEL_WARNING,
-    NO_MONITOR_WARNING,
     OTHER,
     OWN,
     CudaFallbackMonitor,
     DeviceActivity,
-    FallbackMonitor,
     KernelOrigins,
     activities_from_profile,
     attribution_report,
     classify_activity,
-    cxx_qualified_name,
-    is_allowed_op,
-    itanium_qualified_name,
     kernel_origins,
-    measure_fallback,
-    monitor_for,
-    prepare_monitoring,
-    report_for,
-    shared_object_function_names,
 )
+from evaluator.fallback_report import NO_KERNEL_WARNING, NO_MONITOR_WARNING
 from evaluator.operators import get_operator
 
 from .conftest import PYTORCH_EAGER, TRITON_BASELINE

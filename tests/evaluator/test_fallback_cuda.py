@@ -52,7 +52,8 @@ def measure_case(
     """Import ``bundle/<operator>.py`` as the child does and monitor three correct calls."""
     from evaluator.child import import_candidate
     from evaluator.correctness import compare_outputs
-    from evaluator.fallback import kernel_origins, monitor_for
+    from evaluator.fallback import monitor_for
+    from evaluator.fallback_cuda import kernel_origins
     from evaluator.operators import get_operator
 
     device = torch.device("cuda")

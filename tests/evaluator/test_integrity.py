@@ -153,17 +153,17 @@ def test_a_changed_process_wide_torch_setting_is_tampering(change, named):
 
 
 def test_code_is_genuine_only_when_compiled_from_the_file_it_names():
-    from evaluator import child
+    from evaluator import measure
     from evaluator.code_origin import genuine
 
-    assert genuine(child.evaluate_shape.__code__)
+    assert genuine(measure.evaluate_shape.__code__)
     assert genuine(IntegrityGuard.check.__code__)  # a method, nested in a class body
     scope: dict = {}
     forged = "def evaluate_shape(*args, **kwargs):\n    return None\n"
-    exec(compile(forged, child.__file__, "exec"), scope)
+    exec(compile(forged, measure.__file__, "exec"), scope)
     assert not genuine(scope["evaluate_shape"].__code__)
     # The same source at another line, or under a name with no file, is not genuine either.
-    exec(compile("\n" * 3 + forged, child.__file__, "exec"), scope)
+    exec(compile("\n" * 3 + forged, measure.__file__, "exec"), scope)
     assert not genuine(scope["evaluate_shape"].__code__)
     exec(compile(forged, "<string>", "exec"), scope)
     assert not genuine(scope["evaluate_shape"].__code__)

@@ -9,7 +9,8 @@ import time
 import pytest
 import torch
 
-from evaluator.child import ForgedFrameError, FrameReader, evaluate_shape, write_frame
+from evaluator.frames import ForgedFrameError, FrameReader, write_frame
+from evaluator.measure import evaluate_shape
 from evaluator.results import SHAPE_FIELDS
 from evaluator.runner import run_bundle
 from evaluator.timing import CpuTimer

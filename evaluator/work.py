@@ -1,9 +1,10 @@
-"""W/Q of shapes from the evaluator's work models, run as a child process.
+"""W/Q of shapes from the evaluator's work models: ``python -m evaluator work``.
 
-``python -m traces.work_model`` reads ``[{"operator", "init_kwargs", "input_kwargs"}, ...]``
-as JSON on stdin and writes, in the same order, ``{"w_flops", "q_read", "q_write"}`` or
-``{"error": "..."}`` for each. It imports the evaluator's operators (and so torch): the
-site runs it with the evaluator's interpreter (``traces.work``), never in its own process.
+The command reads ``[{"operator", "init_kwargs", "input_kwargs"}, ...]`` as JSON on stdin
+and writes, in the same order, ``{"w_flops", "q_read", "q_write"}`` or ``{"error": "..."}``
+for each. It imports the evaluator's operators (and so torch): the site runs it with the
+evaluator's interpreter through ``evaluator.launch`` (``traces.work``), never in its own
+process.
 """
 
 from __future__ import annotations
@@ -33,14 +34,15 @@ def shape_work(item: Any) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    items = json.load(sys.stdin)
+def command_work() -> int:
+    """Read the shapes (JSON on stdin), write their W/Q (JSON on stdout); the exit code."""
+    try:
+        items = json.load(sys.stdin)
+    except json.JSONDecodeError as exc:
+        print(f"expected a JSON list on stdin: {exc}", file=sys.stderr)
+        return 2
     if not isinstance(items, list):
         print("expected a JSON list", file=sys.stderr)
         return 2
     json.dump([shape_work(item) for item in items], sys.stdout)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,476 @@
+"""Fallback attribution on CUDA: how much of a candidate's calls' device time is its own
+kernels'.
+
+On CUDA (``CudaFallbackMonitor``) each call runs under ``torch.profiler`` with the device
+synchronised inside the profiled region, so every kernel, memcpy and memset it caused is
+captured, side streams included. Each device activity is then classified:
+
+* **own**: a kernel whose name is that of a Triton kernel compiled from a JIT function
+  whose source file lies inside the bundle (``own_code_dir``), or a kernel defined in a
+  shared object compiled from the bundle's sources (see ``extension_kernel_names``);
+* **neutral** (in neither numerator nor denominator): memsets, and fill kernels launched
+  by allocation ops (``zeros``, ``fill_``, ``zero_``, ...). They only initialise memory;
+  Triton's own autotuner also clears the L2 this way between benchmark runs;
+* **other**: everything else: kernels launched from inside an ``aten::`` op (whatever
+  their name: cuBLAS, cuDNN, CUTLASS and PyTorch's own kernels are always launched
+  there, so a Triton kernel that borrows a cuBLAS kernel's name gains nothing),
+  torch.compile/inductor kernels (their source is in the inductor cache, not the
+  bundle), memcpys, and kernels of unknown origin. A name that is defined both in the
+  bundle and by a JIT function elsewhere is counted as other, with a warning.
+
+own_kernel_share = own device time / (own + other) device time over the monitored calls
+after the first one (the first call compiles, and autotunes: its own-kernel benchmark
+runs would pad the share; with a single call, that call). If no kernel ran at all the
+share is 0 with a warning. Work on the host (PyTorch on CPU tensors inside a CUDA call)
+is not device time; only the copies it needs show up, as other.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import sysconfig
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from types import FunctionType
+from typing import Any
+
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+
+from evaluator.code_origin import package_dir
+from evaluator.elf_symbols import (
+    cxx_qualified_name,
+    loaded_shared_objects,
+    shared_object_function_names,
+)
+from evaluator.fallback_report import ALLOCATION_OPS, NO_KERNEL_WARNING, FallbackReport
+
+OWN, OTHER, NEUTRAL = "own", "other", "neutral"
+KERNEL, MEMCPY, MEMSET = "kernel", "memcpy", "memset"
+_ACTIVITY_KINDS = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
+_TRITON_SPECIALISATION = re.compile(r"(?:\d+[cde]*)+")
+"""Suffix that Triton 2.x appended to kernel names (``_0d1d2de``); 3.x appends none."""
+_NAME_CHARS = 240
+"""Longest kernel name kept in a report (C++ template names run to kilobytes)."""
+
+
+@dataclass(frozen=True)
+class DeviceActivity:
+    """One kernel, memcpy or memset that ran on the device during a monitored call."""
+
+    name: str
+    duration_ns: int
+    kind: str = KERNEL
+    launched_by: str | None = None
+    """Innermost profiler op active on the host at launch (``aten::mm``), if any."""
+    stream: int | None = None
+    """The profiler's id of the stream it ran on (``device_resource_id``), if known."""
+
+
+@dataclass(frozen=True)
+class KernelOrigins:
+    """Which kernel names are the submission's own."""
+
+    own_triton: frozenset[str] = frozenset()
+    """``__name__`` of Triton JIT functions whose source file is inside the bundle."""
+    foreign_triton: frozenset[str] = frozenset()
+    """``__name__`` of JIT functions defined anywhere else (libraries, inductor's cache)."""
+    own_extension: frozenset[str] = frozenset()
+    """Qualified C++ names (``ns::kernel``) of functions defined in the bundle's .so files."""
+
+
+def _matches_triton_name(kernel: str, names: frozenset[str]) -> str | None:
+    """The Triton function name ``kernel`` was compiled from, if it is in ``names``."""
+    if kernel in names:
+        return kernel
+    base, _, suffix = kernel.rpartition("_")
+    while base:
+        if base in names and _TRITON_SPECIALISATION.fullmatch(suffix):
+            return base
+        base, _, more = base.rpartition("_")
+        suffix = f"{more}_{suffix}"
+    return None
+
+
+def classify_activity(activity: DeviceActivity, origins: KernelOrigins) -> str:
+    """OWN, OTHER or NEUTRAL (see the module docstring for the rules and their order)."""
+    launcher = activity.launched_by or ""
+    if activity.kind == MEMSET:
+        return NEUTRAL
+    if launcher.startswith("aten::") and launcher[6:] in ALLOCATION_OPS:
+        return NEUTRAL
+    if activity.kind == MEMCPY or launcher.startswith("aten::"):
+        return OTHER
+    triton = _matches_triton_name(activity.name, origins.own_triton)
+    if triton is not None:
+        return OTHER if triton in origins.foreign_triton else OWN
+    if cxx_qualified_name(activity.name) in origins.own_extension:
+        return OWN
+    return OTHER
+
+
+@dataclass
+class KernelStats:
+    """Count and device time of one non-own kernel name."""
+
+    calls: int = 0
+    time_ns: int = 0
+    launched_by: str | None = None
+
+
+def attribution_report(
+    activities: Iterable[DeviceActivity], origins: KernelOrigins, *, top: int = 5
+) -> FallbackReport:
+    """Own-kernel share of device time over ``activities``, and the top non-own kernels."""
+    totals = {OWN: 0, OTHER: 0, NEUTRAL: 0}
+    others: dict[str, KernelStats] = {}
+    warnings: list[str] = []
+    for activity in activities:
+        verdict = classify_activity(activity, origins)
+        totals[verdict] += activity.duration_ns
+        if verdict != OTHER:
+            continue
+        name = activity.name[:_NAME_CHARS]
+        stats = others.setdefault(name, KernelStats(launched_by=activity.launched_by))
+        stats.calls += 1
+        stats.time_ns += activity.duration_ns
+        clash = _matches_triton_name(activity.name, origins.own_triton)
+        if clash in origins.foreign_triton and not activity.launched_by:
+            warning = (
+                f"kernel name {clash!r} is defined both in the bundle and outside it; "
+                "its time counts as not the bundle's"
+            )
+            if warning not in warnings:
+                warnings.append(warning)
+    measured = totals[OWN] + totals[OTHER]
+    if measured > 0:
+        share = totals[OWN] / measured
+    else:
+        share = 0.0
+        warnings.append(NO_KERNEL_WARNING)
+    ranked = sorted(others.items(), key=lambda item: item[1].time_ns, reverse=True)
+    top_ops = [
+        {
+            "op": name,
+            "calls": stats.calls,
+            "time_ms": stats.time_ns * 1e-6,
+            "launched_by": stats.launched_by,
+        }
+        for name, stats in ranked[:top]
+    ]
+    return FallbackReport(
+        own_kernel_share=share,
+        share_by_time=share,
+        total_s=measured * 1e-9,
+        compute_s=totals[OTHER] * 1e-9,
+        own_s=totals[OWN] * 1e-9,
+        neutral_s=totals[NEUTRAL] * 1e-9,
+        top_ops=top_ops,
+        warnings=warnings,
+    )
+
+
+# ----------------------------------------------------------------- where kernels come from
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _installed_roots() -> tuple[str, ...]:
+    """Directories of installed code: the standard library and site-packages."""
+    paths = sysconfig.get_paths()
+    roots = {paths.get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    return tuple(os.path.realpath(r) for r in roots if r)
+
+
+def _is_own_file(path: str, own_root: str | None, installed: tuple[str, ...]) -> bool:
+    """Inside the bundle; without a bundle directory, anything not installed or generated."""
+    real = os.path.realpath(path)
+    if own_root is not None:
+        return _inside(real, own_root)
+    if "torchinductor" in real or real.startswith("<"):
+        return False
+    return not any(_inside(real, root) for root in installed)
+
+
+def _kernel_function(obj: Any, kernel_interface: type) -> FunctionType | None:
+    """The Python function under a JITFunction / Autotuner / Heuristics / interpreted one."""
+    # type(), not isinstance(): some library objects warn when their __class__ is read.
+    if not issubclass(type(obj), kernel_interface):
+        return None
+    for _ in range(6):
+        # Instance attributes only: a property on a candidate's object must not run here.
+        obj = vars(obj).get("fn") if hasattr(type(obj), "__dict__") else None
+        if type(obj) is FunctionType:
+            return obj
+        if not issubclass(type(obj), kernel_interface):
+            return None
+    return None
+
+
+def _module_values(module: Any, *, nested: bool) -> Iterable[Any]:
+    """A module's globals, and (``nested``) one level into its classes and containers."""
+    try:
+        values = list(vars(module).values())
+    except TypeError:
+        return []
+    if not nested:
+        return values
+    more: list[Any] = []
+    for value in values:
+        if isinstance(value, type):
+            more.extend(vars(value).values())
+        elif isinstance(value, dict):
+            more.extend(value.values())
+        elif isinstance(value, list | tuple):
+            more.extend(value)
+    return chain(values, more)
+
+
+def triton_kernel_names(own_code_dir: Path | None) -> tuple[frozenset[str], frozenset[str]]:
+    """(own, foreign) names of Triton kernels reachable from loaded modules.
+
+    Own: JIT functions (or autotuners, heuristics around them) whose function's source
+    file lies inside ``own_code_dir`` (the bundle), found in the globals of the bundle's
+    modules and one level inside their classes, dicts and lists. Foreign: those defined
+    anywhere else, found in every other module's globals (inductor's generated modules
+    included; Triton's own language helpers excluded). Without ``own_code_dir``, own means
+    "not installed, not generated".
+    """
+    try:
+        from triton.runtime.jit import KernelInterface
+    except ImportError:
+        return frozenset(), frozenset()
+    own_root = os.path.realpath(own_code_dir) if own_code_dir is not None else None
+    installed = _installed_roots()
+    # triton.language's JIT functions are device helpers (tl.softmax, tl.sum), inlined into
+    # kernels, never launched: a kernel named "softmax" must not clash with them.
+    triton_dir = package_dir("triton")
+    own: set[str] = set()
+    foreign: set[str] = set()
+    for module in list(sys.modules.values()):
+        filename = getattr(module, "__file__", None)
+        if not isinstance(filename, str):
+            continue
+        if triton_dir and os.path.realpath(filename).startswith(triton_dir):
+            continue
+        from_bundle = _is_own_file(filename, own_root, installed)
+        for value in _module_values(module, nested=from_bundle):
+            function = _kernel_function(value, KernelInterface)
+            if function is None:
+                continue
+            if _is_own_file(function.__code__.co_filename, own_root, installed):
+                own.add(function.__name__)
+            else:
+                foreign.add(function.__name__)
+    return frozenset(own), frozenset(foreign)
+
+
+def extension_roots(own_code_dir: Path | None) -> tuple[str, ...]:
+    """Where shared objects built from the bundle's sources live: the bundle itself, and
+    torch's extension build root (``torch.utils.cpp_extension.load`` builds there; the
+    harness builds nothing, so what a candidate process built there is the candidate's)."""
+    roots = [os.path.realpath(own_code_dir)] if own_code_dir is not None else []
+    cpp_extension = sys.modules.get("torch.utils.cpp_extension")
+    if cpp_extension is not None:
+        try:
+            roots.append(os.path.realpath(cpp_extension.get_default_build_root()))
+        except Exception:  # best effort: an unusual environment only loses this root
+            pass
+    return tuple(roots)
+
+
+def extension_kernel_names(own_code_dir: Path | None) -> frozenset[str]:
+    """Qualified names of functions defined by loaded shared objects built from the bundle.
+
+    Method: every loaded .so under ``extension_roots`` is read as ELF; a CUDA kernel's
+    host stub carries the kernel's mangled name, and its registration string sits in
+    the read-only data. Limits: a kernel is recognised by name only, so a bundle
+    library that statically links a vendor library (cuBLAS, CUTLASS instantiations)
+    makes those kernels count as its own; kernels compiled at run time by other means
+    (NVRTC, CuPy raw kernels) and libraries built outside these roots are not recognised
+    (they count as other); the partial demangler reads namespaces and the name, not
+    overloads, so two kernels that differ only in parameters are one name.
+    """
+    roots = extension_roots(own_code_dir)
+    if not roots:
+        return frozenset()
+    names: set[str] = set()
+    for path in loaded_shared_objects():
+        if any(_inside(path, root) for root in roots):
+            names.update(shared_object_function_names(path))
+    return frozenset(names)
+
+
+def kernel_origins(own_code_dir: Path | None) -> KernelOrigins:
+    """The submission's kernel names, as loaded in this process now."""
+    own, foreign = triton_kernel_names(own_code_dir)
+    return KernelOrigins(
+        own_triton=own, foreign_triton=foreign, own_extension=extension_kernel_names(own_code_dir)
+    )
+
+
+# ----------------------------------------------------------------- the profiler pass
+
+
+def _kind_from_name(name: str) -> str:
+    lowered = name.lower()
+    if lowered.startswith("memcpy"):
+        return MEMCPY
+    return MEMSET if lowered.startswith("memset") else KERNEL
+
+
+_HOST_OP_TYPES = frozenset({"cpu_op", "user_annotation"})
+
+
+def activities_from_profile(profiler: Any) -> list[DeviceActivity]:
+    """The device activities of a finished ``torch.profiler.profile``, each with the
+    innermost host op that was active when it was launched.
+
+    A kernel's ``linked_correlation_id`` names the host op (``aten::mm``) that was active
+    at launch, 0 when there was none. Only real ops are looked up: the profiler's own
+    bookkeeping events ("Activity Buffer Request", "Lazy Function Loading") reuse those
+    ids, id 0 included (seen on the H200: without this filter Triton kernels looked
+    launched by them).
+    """
+    events = list(profiler.profiler.kineto_results.events())
+
+    def activity_type(event: Any) -> str:
+        return getattr(event, "activity_type", lambda: "")() or ""
+
+    host_ops = {
+        event.correlation_id(): event.name()
+        for event in events
+        if event.device_type() == DeviceType.CPU
+        and activity_type(event) in _HOST_OP_TYPES
+        and event.linked_correlation_id() == 0
+        and event.correlation_id() > 0
+    }
+    activities = []
+    for event in events:
+        if event.device_type() != DeviceType.CUDA:
+            continue
+        name = event.name()
+        kind = _ACTIVITY_KINDS.get(activity_type(event))
+        if kind is None:
+            if activity_type(event):  # annotations, syncs: not work
+                continue
+            kind = _kind_from_name(name)
+        linked = event.linked_correlation_id()
+        activities.append(
+            DeviceActivity(
+                name=name,
+                duration_ns=max(0, int(event.duration_ns())),
+                kind=kind,
+                launched_by=host_ops.get(linked) if linked > 0 else None,
+                stream=_stream_of(event),
+            )
+        )
+    return activities
+
+
+def _stream_of(event: Any) -> int | None:
+    try:
+        return int(event.device_resource_id())
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+_CURRENT_STREAMS: dict[int, int] = {}
+"""Device index -> the profiler's id of the stream the harness calls candidates on,
+found by ``prepare_monitoring``."""
+
+
+class CudaFallbackMonitor:
+    """Attributes the device time of calls made while it is active (CUDA), by kernel origin."""
+
+    def __init__(
+        self,
+        *,
+        own_code_dir: str | os.PathLike[str] | None = None,
+        device: torch.device | None = None,
+    ) -> None:
+        self.own_code_dir = Path(own_code_dir) if own_code_dir is not None else None
+        self.device = device
+        self.call_activities: list[list[DeviceActivity]] = []
+
+    @property
+    def calls(self) -> int:
+        """How many calls were monitored."""
+        return len(self.call_activities)
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` under the profiler, the whole device synchronised before and inside.
+
+        ``torch.cuda.synchronize`` waits for every stream of the device (side streams
+        included). Other GPUs are not waited for: a worker process sees one GPU. (Not
+        ``device_count()``: its first call caches a value in ``torch.cuda``, which the
+        integrity guard reports as tampering.)
+        """
+        torch.cuda.synchronize(self.device)  # earlier work stays out of the region
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+            try:
+                result = fn()
+            finally:
+                torch.cuda.synchronize(self.device)
+        self.call_activities.append(activities_from_profile(profiler))
+        return result
+
+    def report(self, *, q_bytes: int | None = None, top: int = 5) -> FallbackReport:
+        """The own-kernel share over the calls after the first (``q_bytes`` is unused on CUDA:
+        the split is by device time, which the profiler measures directly)."""
+        steady = self.call_activities[1:] or self.call_activities
+        report = attribution_report(
+            chain.from_iterable(steady), kernel_origins(self.own_code_dir), top=top
+        )
+        busy = [busiest_stream_s(call) for call in steady]
+        report.observed_call_s = min(busy) if busy and min(busy) > 0 else None
+        current = _CURRENT_STREAMS.get(self.device.index or 0) if self.device else None
+        if current is not None:
+            elsewhere = [
+                activity
+                for call in self.call_activities
+                for activity in call
+                if activity.stream is not None and activity.stream != current
+            ]
+            if elsewhere:
+                report.other_stream_activities = len(elsewhere)
+                report.warnings.append(
+                    f"work outside the current stream: {len(elsewhere)} kernels or copies of "
+                    f"{len(self.call_activities)} calls ran on other streams; timed on all "
+                    "streams (device-wide synchronise)"
+                )
+        return report
+
+
+def busiest_stream_s(activities: Iterable[DeviceActivity]) -> float:
+    """Seconds of device work on the busiest stream of one call: a lower bound of the
+    call's device time that host gaps between launches (longer under the profiler) do not
+    inflate and work spread over streams does not double."""
+    per_stream: dict[int | None, int] = {}
+    for activity in activities:
+        per_stream[activity.stream] = per_stream.get(activity.stream, 0) + activity.duration_ns
+    return max(per_stream.values(), default=0) * 1e-9
+
+
+def prepare_cuda_monitoring(device: torch.device) -> None:
+    """Start the profiler once on ``device`` (CUDA) and find the profiler's id of the
+    current stream (see ``evaluator.fallback.prepare_monitoring``)."""
+    torch.cuda.synchronize(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+        torch.cuda.synchronize(device)
+    # Which profiler stream id is the current stream: one tiny kernel launched on it.
+    probe = torch.zeros(1, device=device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+        probe.add_(1)
+        torch.cuda.synchronize(device)
+    streams = {a.stream for a in activities_from_profile(profiler) if a.kind == KERNEL}
+    if len(streams) == 1 and None not in streams:
+        _CURRENT_STREAMS[device.index or 0] = streams.pop()

@@ -1,0 +1,437 @@
+"""The measurement of one shape in the per-operator child: correctness (the calls watched
+by the fallback monitor), then timing, each timed output checked (``evaluate_shape``).
+
+Runs inside ``python -m evaluator.child`` (``evaluator.child``), in the same process as the
+candidate, after the harness has bound everything it measures with and taken its integrity
+snapshot. Module-level imports are light (no torch): the child imports this module before
+it warms up.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+# Light (no torch) and bound at import, before any candidate code runs in this process.
+from evaluator.results import under_own_share_threshold
+
+TRACEBACK_TAIL_CHARS = 4000
+
+# Bound at import, before any candidate code runs in this process.
+_clock = time.perf_counter
+_urandom = os.urandom  # the timed calls' fresh inputs: the OS's randomness, as it is now
+
+
+def traceback_tail(exc: BaseException) -> str:
+    """The end of ``exc``'s formatted traceback, for a record."""
+    text = "".join(traceback.format_exception(exc))
+    return text[-TRACEBACK_TAIL_CHARS:]
+
+
+def message_of(exc: BaseException) -> str:
+    """``TypeName: message`` of an exception."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+# --------------------------------------------------------------------------- the operator
+
+_UPLOADED_SPECS: dict[str, Any] = {}
+
+
+def operator_spec(job: Mapping[str, Any]) -> Any:
+    """The job's operator: built in, or loaded once from the suite's uploaded sources.
+
+    A job with ``operator_source`` (``{"files": {"reference.py": ..., "input.py": ...},
+    "dtype": ...}``, see ``evaluator.upstream``) names an operator that the evaluator does
+    not implement; its reference and input generator are imported from those files.
+    """
+    source = job.get("operator_source")
+    if not source:
+        from evaluator.operators import get_operator
+
+        return get_operator(job["operator"])
+    slug = str(job["operator"])
+    if slug not in _UPLOADED_SPECS:
+        import tempfile
+
+        from evaluator.upstream import uploaded_operator_spec
+
+        directory = tempfile.mkdtemp(prefix=f"atrex-operator-{slug}-", dir=os.getcwd())
+        _UPLOADED_SPECS[slug] = uploaded_operator_spec(
+            slug=slug,
+            sources=source["files"],
+            dtype=str(source.get("dtype", "")),
+            directory=directory,
+        )
+    return _UPLOADED_SPECS[slug]
+
+
+# --------------------------------------------------------------------------- one shape
+
+
+def _refill(slot: dict[str, Any], fresh: Mapping[str, Any]) -> None:
+    """Copy fresh inputs into a slot's tensors in place (same storage, new values)."""
+    import torch
+
+    for name, value in fresh.items():
+        current = slot.get(name)
+        if (
+            isinstance(value, torch.Tensor)
+            and isinstance(current, torch.Tensor)
+            and current.shape == value.shape
+            and current.dtype == value.dtype
+            and current.stride() == value.stride()
+        ):
+            current.copy_(value)
+        else:  # a different layout: a new tensor, still not the one kept as pristine
+            slot[name] = value.clone() if isinstance(value, torch.Tensor) else value
+
+
+def evaluate_shape(
+    *,
+    job: Mapping[str, Any],
+    shape: Mapping[str, Any],
+    model_class: Any,
+    guard: Any = None,
+) -> dict[str, Any]:
+    """Correctness, fallback attribution and timing of one shape; a JSON-ready record.
+
+    Status is ``pass``, ``incorrect`` or ``runtime_error`` here; the runner turns a pass
+    with a low own-kernel share into ``fallback``. With an integrity ``guard``
+    (``evaluator.integrity.IntegrityGuard``) every candidate call is followed by its
+    checks: tampering makes the record a ``runtime_error`` flagged ``tampering`` (the
+    whole operator fails), a thread left running makes it ``incorrect``.
+    """
+    import torch  # heavy imports stay out of the runner process, which imports this module
+
+    from evaluator.correctness import CandidateError, check_shape
+    from evaluator.fallback import monitor_for, report_for
+    from evaluator.integrity import OutsideWorkError, TamperingError, bound_checker
+
+    shape_id = str(shape["shape_id"])
+    record: dict[str, Any] = {
+        "shape_id": shape_id,
+        "status": "runtime_error",
+        "error": None,
+        "warnings": [],
+    }
+    device = torch.device(job["device"])
+    # Where the harness's own time goes (set-up and checks, then timing), for the run's
+    # wall-time figures; the submission's score never depends on these.
+    started = _clock()
+    phases = record["wall_s"] = {}
+    try:
+        spec = operator_spec(job)
+        init_kwargs = shape.get("init_kwargs") or {}
+
+        def build_reference() -> Any:
+            return spec.build_reference(init_kwargs).to(device)
+
+        def reference(**inputs: Any) -> Any:
+            # Built afresh for each check, after the candidate's call: an instance that
+            # existed while the candidate ran is within its reach (the garbage collector
+            # lists it) and could have been given another forward or hooks of its own.
+            return build_reference()(**inputs)
+
+        build_reference()  # a reference that cannot be built fails here, before the candidate
+        try:
+            candidate = model_class(**init_kwargs)
+            if isinstance(candidate, torch.nn.Module):
+                candidate = candidate.to(device)
+        except Exception as exc:
+            raise CandidateError(
+                f"shape {shape_id}: Model(**{init_kwargs!r}) failed: {message_of(exc)}"
+            ) from exc
+        # The correctness calls are also the ones watched for PyTorch fallbacks.
+        monitor = monitor_for(device, own_code_dir=job.get("bundle_dir"))
+        correctness = check_shape(
+            spec=spec,
+            reference=reference,
+            candidate=candidate,
+            shape_id=shape_id,
+            input_kwargs=shape["input_kwargs"],
+            device=device,
+            run_seed=job["seed"],
+            call_wrapper=monitor.call if monitor else None,
+            after_call=bound_checker(guard, f"after a call of shape {shape_id}"),
+        )
+        record.update(
+            max_abs_error=correctness.max_abs_error,
+            mismatch_share=correctness.mismatch_share,
+            trials=correctness.trials,
+        )
+        if not correctness.ok:
+            record.update(status="incorrect", error=correctness.error)
+            return record
+        q_bytes = int(shape.get("q_read") or 0) + int(shape.get("q_write") or 0) or None
+        fallback = report_for(monitor, q_bytes=q_bytes)
+        record.update(
+            own_kernel_share=fallback.own_kernel_share,
+            share_by_time=fallback.share_by_time,
+            share_by_bytes=fallback.share_by_bytes,
+            top_ops=fallback.top_ops,
+        )
+        record["warnings"].extend(fallback.warnings)
+        phases["checks"] = round(_clock() - started, 4)
+        if fallback_not_timed(fallback.own_kernel_share, job):
+            record.update(status="pass", not_timed=True)  # the runner makes it a fallback
+            phases["timing"] = 0.0
+            return record
+        timed = _time_shape(
+            job=job,
+            shape=shape,
+            spec=spec,
+            reference=reference,
+            build_reference=build_reference,
+            candidate=candidate,
+            device=device,
+            checked_error_level=correctness.mean_tolerance_used,
+            guard=guard,
+            all_streams=fallback.other_stream_activities > 0,
+        )
+        record["warnings"].extend(timed.pop("warnings", []))
+        record.update(timed)
+        # The runner makes the shape a fallback with this error unless its own-kernel
+        # share already does (a PyTorch bundle's watched calls are slow for other reasons).
+        record["watched_time_s"] = fallback.observed_call_s
+        record["unwatched_error"] = unwatched_path_error(
+            shape_id, device.type, timed_s=record.get("time_s"), watched_s=fallback.observed_call_s
+        )
+        phases["timing"] = round(_clock() - started - phases["checks"], 4)
+    except CandidateError as exc:
+        record.update(
+            status="runtime_error",
+            error=exc.message,
+            traceback=traceback_tail(exc.__cause__ or exc),
+        )
+    except TamperingError as exc:
+        record.update(status="runtime_error", error=f"shape {shape_id}: {exc.message}")
+        record["tampering"] = True
+    except OutsideWorkError as exc:
+        record.update(status="incorrect", error=f"shape {shape_id}: {exc.message}")
+    except BaseException as exc:  # SystemExit or worse from the candidate: this shape fails
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        message = message_of(exc)
+        if isinstance(exc, SystemExit):
+            message = f"the candidate called sys.exit({exc.code!r}) (SystemExit)"
+        record.update(
+            status="runtime_error",
+            error=f"shape {shape_id}: {message}",
+            traceback=traceback_tail(exc),
+        )
+    phases["total"] = round(_clock() - started, 4)
+    return record
+
+
+def fallback_not_timed(own_share: float | None, job: Mapping[str, Any]) -> bool:
+    """Whether a correct shape goes untimed: its own-kernel share is under the suite's
+    threshold, so it is a ``fallback`` (``evaluator.results.shape_entry``, which says so in
+    its error) and scores 0 whatever its speed. Timing it (at least 10 calls of the
+    candidate and 10 of the reference) was most of the wall time of a submission with
+    PyTorch in it: 434 of 758 s on the H200 for 20 operators, 12 of them references
+    (results/2026-12-01-h200-session7)."""
+    threshold = job.get("threshold_own_share")
+    return threshold is not None and under_own_share_threshold(own_share, float(threshold))
+
+
+UNWATCHED_SPEEDUP_LIMIT = {"cuda": 2.0, "cpu": 5.0}
+"""How much faster the timed calls may run than the fastest watched correctness call
+(after the first) before the shape is a ``fallback``: the fallback monitor watches only
+the correctness calls, so a candidate that can tell it is watched (the profiler is on, a
+dispatch mode is active) could run its own kernels there and PyTorch, or anything else,
+when timed. An honest kernel's timed calls are not faster: on CUDA the timed calls flush
+L2 first, and the watched figure is the busiest stream's kernel time alone (host gaps
+between launches left out); on the CPU the watched calls carry only the interception's
+overhead. The limits leave room for noise (CPU: a loaded machine) and catch a switch to a
+path several times faster."""
+
+
+def unwatched_path_error(
+    shape_id: str, device_type: str, *, timed_s: float | None, watched_s: float | None
+) -> str | None:
+    """The error for a shape whose timed calls ran much faster than its watched calls, or
+    None (also when either figure is missing)."""
+    limit = UNWATCHED_SPEEDUP_LIMIT.get(device_type, UNWATCHED_SPEEDUP_LIMIT["cpu"])
+    if not timed_s or not watched_s or timed_s <= 0 or watched_s <= limit * timed_s:
+        return None
+    return (
+        f"shape {shape_id}: the timed calls ran {watched_s / timed_s:.1f}x faster than the "
+        f"same calls under the fallback monitor ({timed_s * 1e6:.1f} us against "
+        f"{watched_s * 1e6:.1f} us, limit {limit:g}x): the candidate takes another path when "
+        "it is not watched, so its own-kernel share does not describe what was timed"
+    )
+
+
+ERROR_GROWTH_FACTOR = 2.0
+ERROR_GROWTH_FLOOR = 0.3
+"""The error grew over repeated calls when the last timed call's output used, on average
+over its elements, more than this share of the tolerance and more than
+ERROR_GROWTH_FACTOR times what the first call's did. An honest kernel's rounding error
+does not depend on how often it has been called: one bf16 step off on every element
+(the Triton interpreter truncates) uses about 0.1-0.2 of the tolerance on average, and
+over the 19 smoke shapes of the 14 Triton baseline operators the last call's level was
+0.68-1.23 times the first's. The exploit corpus's ``growing_error`` (a 1.2 % drift from
+the seventh call on) reached 2.76-4.5 times its first level in ten runs: a factor of 3
+let it through in about one run in four, 2 catches it with room on both sides."""
+
+
+def _time_shape(
+    *,
+    job: Mapping[str, Any],
+    shape: Mapping[str, Any],
+    spec: Any,
+    reference: Any,
+    build_reference: Any,
+    candidate: Any,
+    device: Any,
+    guard: Any = None,
+    checked_error_level: float | None = None,
+    all_streams: bool = False,
+) -> dict[str, Any]:
+    """Timing of a correct shape (candidate, then reference); timed outputs are checked.
+
+    Two input slots are alternated, and before every call (outside the timed region) the
+    slot's tensors are refilled in place with values drawn from fresh OS randomness, not
+    from the run's seed: a result cached by pointer, object or seed is wrong, and one
+    cached by content never hits. After each call the output is copied at once and the
+    thread and clock checks run. After the loop, the reference runs on the last inputs of
+    each slot: the last outputs must be right, unchanged since they were returned, not
+    alias or modify their inputs, and the error must not have grown since the first call.
+    """
+    import torch
+
+    from evaluator.correctness import (
+        call_candidate,
+        changed_after_return_error,
+        clone_inputs,
+        compare_outputs,
+        hygiene_error,
+        snapshot_outputs,
+    )
+    from evaluator.integrity import bound_checker
+    from evaluator.timing import make_timer
+
+    shape_id = str(shape["shape_id"])
+    check_call = bound_checker(guard, f"after a timed call of shape {shape_id}", critical_only=True)
+
+    def draw_seed() -> int:
+        # Straight from the OS (bound before the candidate existed): Python's ``secrets``
+        # and ``random`` read their bytes through module globals a candidate could replace
+        # with a constant, making every "fresh" input the same and a cache by content hit.
+        return int.from_bytes(_urandom(4), "little") & 0x7FFFFFFF
+
+    def inputs_of(seed: int) -> dict[str, Any]:
+        # Checks draw a call's inputs again from its seed, after the call: a copy kept from
+        # before it is a tensor the candidate could find and rewrite while it ran.
+        return spec.make_inputs(device=device, seed=seed, **shape["input_kwargs"])
+
+    def failed(error: str, max_abs_error: float | None = None) -> dict[str, Any]:
+        return {
+            "status": "incorrect",
+            "error": f"shape {shape_id}: {error}",
+            "max_abs_error": max_abs_error,
+        }
+
+    with torch.inference_mode():
+        seeds = [draw_seed(), draw_seed()]
+        slots = [inputs_of(seed) for seed in seeds]
+        outputs: list[Any] = [None, None]
+        returned: list[Any] = [None, None]
+        first_calls: list[Any] = []  # the first call's Comparison
+        calls = [0]
+
+        def before_call() -> None:
+            seed = draw_seed()
+            _refill(slots[calls[0] % 2], inputs_of(seed))
+            seeds[calls[0] % 2] = seed
+
+        def run_candidate() -> None:
+            index = calls[0] % 2
+            outputs[index] = call_candidate(candidate, slots[index], shape_id=shape_id)
+
+        def after_call() -> None:
+            index = calls[0] % 2
+            calls[0] += 1
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            check_call()
+            returned[index] = snapshot_outputs(outputs[index])
+            if not first_calls:
+                expected = reference(**inputs_of(seeds[index]))
+                first_calls.append(
+                    compare_outputs(
+                        expected, returned[index], policy=spec.policy, shape_id=shape_id
+                    )
+                )
+
+        def run_reference() -> None:
+            timed_reference(**slots[calls[0] % 2])
+            calls[0] += 1
+
+        timer = make_timer(device)
+        budget = job.get("time_budget_s")
+        # The correctness trials already warmed the candidate up (and compiled its kernels).
+        timing = timer.measure(
+            run_candidate,
+            budget_s=budget,
+            warmup=1,
+            before_call=before_call,
+            after_call=after_call,
+            all_streams=all_streams,
+        )
+        if guard is not None:
+            guard.check(f"after the timed calls of shape {shape_id}")
+        last_index = (calls[0] - 1) % 2
+        last_used = 0.0
+        first = first_calls[0] if first_calls else None
+        if first is not None and not first.ok:
+            return failed(
+                f"a timed call returned a wrong result ({first.error})", first.max_abs_error
+            )
+        first_used = first.mean_tolerance_used if first is not None else 0.0
+        if checked_error_level is not None:
+            # The correctness trials are the earliest calls: a kernel that drifts only after
+            # them is measured against their error, whenever the drift starts.
+            first_used = min(first_used, checked_error_level) if first else checked_error_level
+        for index in (0, 1):
+            if outputs[index] is None:
+                continue
+            pristine = inputs_of(seeds[index])
+            expected = reference(**clone_inputs(pristine))
+            check = compare_outputs(
+                expected, returned[index], policy=spec.policy, shape_id=shape_id
+            )
+            if not check.ok:
+                return failed(
+                    f"a timed call returned a wrong result ({check.error})", check.max_abs_error
+                )
+            problem = hygiene_error(
+                outputs[index], slots[index], pristine, shape_id=shape_id
+            ) or changed_after_return_error(returned[index], outputs[index], shape_id=shape_id)
+            if problem:
+                return failed(f"in a timed call: {problem}")
+            if index == last_index:
+                last_used = check.mean_tolerance_used
+        if last_used > max(ERROR_GROWTH_FLOOR, ERROR_GROWTH_FACTOR * first_used):
+            return failed(
+                f"the error grew over repeated calls: the first calls' outputs used "
+                f"{first_used:.0%} of the tolerance on average, the last of {calls[0]} calls "
+                f"{last_used:.0%}"
+            )
+        timed_reference = build_reference()  # after the candidate's last call, like the checks
+        reference_timing = timer.measure(run_reference, budget_s=budget)
+    return {
+        "status": "pass",
+        "time_s": timing.median_s,
+        "time_spread_s": timing.std_error_s,
+        "reps": timing.reps,
+        "host_time_s": timing.host_median_s,
+        "reference_time_s": reference_timing.median_s,
+        "reference_spread_s": reference_timing.std_error_s,
+        "reference_reps": reference_timing.reps,
+        "warnings": timing.warnings,
+    }
