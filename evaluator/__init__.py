@@ -20,6 +20,7 @@ WEB_SAFE_MODULES = frozenset(
         "evaluator.elf_symbols",
         "evaluator.environment",
         "evaluator.errors",
+        "evaluator.figures",
         "evaluator.fallback_report",
         "evaluator.frames",
         "evaluator.hardware",
