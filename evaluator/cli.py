@@ -234,28 +234,41 @@ def _error_document(args: argparse.Namespace, error: dict[str, str]) -> dict[str
     )
 
 
-def _print_table(results: dict[str, Any]) -> None:
+def results_table(results: dict[str, Any]) -> str:
+    """The run's summary: one aligned line per operator (score as a percentage of the
+    roofline, three significant figures, never 0 for a positive score), then the aggregate."""
+    from evaluator.figures import roofline_percent
+
     rows = [
         (
             entry["operator"],
             entry["status"],
-            f"{entry['score']:.4f}",
+            roofline_percent(entry["score"]),
             " ".join(f"{s['shape_id']}:{s['status']}" for s in entry["shapes"]),
         )
         for entry in results.get("operators") or []
     ]
+    lines = []
     if rows:
         width = max(len(row[0]) for row in rows)
-        print(f"{'operator':<{width}}  {'status':<13}  {'score':>7}  shapes", file=sys.stderr)
+        score_width = max(len("score"), *(len(row[2]) for row in rows))
+        lines.append(f"{'operator':<{width}}  {'status':<13}  {'score':>{score_width}}  shapes")
         for operator, status, score, shapes in rows:
-            print(f"{operator:<{width}}  {status:<13}  {score:>7}  {shapes}", file=sys.stderr)
+            lines.append(f"{operator:<{width}}  {status:<13}  {score:>{score_width}}  {shapes}")
     scores = results.get("scores")
     if scores:
-        print(
-            f"aggregate {scores['aggregate']:.4f}  real pass rate "
-            f"{scores['real_pass_rate']:.0%}  fallback rate {scores['fallback_rate']:.0%}",
-            file=sys.stderr,
+        lines.append(
+            f"aggregate {roofline_percent(scores['aggregate'])} of the roofline  real pass "
+            f"rate {roofline_percent(scores['real_pass_rate'])}  fallback rate "
+            f"{roofline_percent(scores['fallback_rate'])}"
         )
+    return "\n".join(lines)
+
+
+def _print_table(results: dict[str, Any]) -> None:
+    text = results_table(results)
+    if text:
+        print(text, file=sys.stderr)
 
 
 def _suite_for(args: argparse.Namespace) -> tuple[Any, Any]:
