@@ -118,6 +118,10 @@ class Client:
             1
         ]
 
+    def cancel(self, submission_id: int) -> dict[str, Any]:
+        """Cancel your unfinished submission; its detail afterwards."""
+        return self._call("POST", f"/api/submissions/{submission_id}/cancel/", data=b"")[1]
+
     def quota(self) -> dict[str, Any]:
         """Your submission limits and what is left."""
         return self._call("GET", "/api/quota/")[1]

@@ -253,6 +253,19 @@ def cmd_check(args: argparse.Namespace, client: Client, out: TextIO) -> int:
     return EXIT_OK if check["ok"] else EXIT_FAILED
 
 
+def cmd_cancel(args: argparse.Namespace, client: Client, out: TextIO) -> int:
+    if not client.token:
+        out.write(NO_TOKEN)
+        return EXIT_USAGE
+    submission = client.cancel(args.id)
+    if args.json:
+        _json(out, submission)
+    else:
+        out.write(f"submission #{submission['id']} {submission['status']}\n")
+        out.write(f"  {submission_url(client, submission['id'])}\n")
+    return EXIT_OK
+
+
 QUOTA_LABELS = {"per_hour": "this hour", "per_day": "today", "active": "at once"}
 
 
@@ -342,6 +355,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("bundle")
     check.add_argument("--suite", help="suite slug, e.g. atrex-bench-v1")
     check.set_defaults(handler=cmd_check)
+
+    cancel = commands.add_parser(
+        "cancel", parents=[common], help="cancel your submission while it waits or runs"
+    )
+    cancel.add_argument("id", type=int)
+    cancel.set_defaults(handler=cmd_cancel)
 
     quota = commands.add_parser(
         "quota", parents=[common], help="your submission limits and what is left"

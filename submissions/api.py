@@ -31,6 +31,7 @@ from atrex_site.api.pagination import StandardPagination
 from leaderboard.models import HardwareProfile, SuiteVersion
 
 from . import selectors, services
+from .cancellation import NotCancellable, NotYours, submission_cancel
 from .checks import bundle_check
 from .models import EvaluationRun, OperatorResult, ShapeResult, StatusChange, Submission
 from .queues import queue_states
@@ -501,3 +502,31 @@ class QueueListApi(APIView):
     def get(self, request: Request) -> Response:
         states = [state.to_dict() for state in queue_states()]
         return Response(QueueStateSerializer(states, many=True).data)
+
+
+class SubmissionCancelApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="submissions_cancel",
+        summary="Cancel your submission while it is received, queued or running (the worker "
+        "stops its evaluation; the upload and history stay; the quota is refunded)",
+        request=None,
+        responses={
+            200: SubmissionDetailSerializer,
+            403: OpenApiResponse(ErrorSerializer, description="Not your submission."),
+            404: NOT_FOUND,
+            409: OpenApiResponse(ErrorSerializer, description="Finished or being scored."),
+        },
+        tags=["submissions"],
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        submission = get_object_or_404(_visible(request), pk=pk)
+        try:
+            submission_cancel(submission=submission, actor=request.user)
+        except NotYours as error:
+            return error_response(detail=error.message, code=error.code, status=403)
+        except NotCancellable as error:
+            return error_response(detail=error.message, code=error.code, status=409)
+        submission.refresh_from_db()
+        return Response(SubmissionDetailSerializer(submission).data)

@@ -13,6 +13,7 @@ urlpatterns = [
     # credentials, which is never cached.
     path("<int:pk>/", cached_for_anonymous(views.submission_detail), name="detail"),
     path("<int:pk>/progress.json", views.submission_progress, name="progress"),
+    path("<int:pk>/cancel/", views.submission_cancel, name="cancel"),
     path("<int:pk>/download/", views.submission_download, name="download"),
     path(
         "<int:pk>/results.<str:fmt>",

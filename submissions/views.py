@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from agents import selectors as agent_selectors
 from atrex_site.csv_export import write_rows
@@ -16,6 +17,8 @@ from leaderboard import charts
 from leaderboard import selectors as board_selectors
 
 from . import selectors, services
+from .cancellation import NotCancellable, NotYours, submission_can_cancel
+from .cancellation import submission_cancel as cancel_service
 from .checks import bundle_check
 from .forms import BundleUploadForm
 from .models import OperatorResult, ShapeResult, Submission
@@ -49,6 +52,28 @@ def _form_context(request: HttpRequest, form: BundleUploadForm, states: list, **
         ],
         "quota": quota_summary(quota_status(owner=request.user)),
         **extra,
+    }
+
+
+def _resubmission_initial(request: HttpRequest) -> dict[str, Any]:
+    """``?from=<id>`` (the rejected page's "upload a corrected bundle"): the owner's earlier
+    title and settings, so only the bundle needs choosing again."""
+    try:
+        pk = int(request.GET.get("from", ""))
+    except ValueError:
+        return {}
+    earlier = Submission.objects.filter(pk=pk, owner=request.user).first()
+    if earlier is None:
+        return {}
+    return {
+        "title": earlier.title,
+        "visibility": earlier.visibility,
+        "suite_version": earlier.suite_version,
+        "hardware": earlier.hardware,
+        "dsl": earlier.dsl,
+        "model_name": earlier.model_name,
+        "agent_name": earlier.agent_name,
+        "notes": earlier.notes,
     }
 
 
@@ -93,6 +118,8 @@ def submission_new(request: HttpRequest) -> HttpResponse:
         # Propose hardware a worker serves now rather than a queue nobody consumes.
         default = next(h for h in form.fields["hardware"].queryset if h.slug in served)
     form.fields["hardware"].initial = default
+    for name, value in _resubmission_initial(request).items():
+        form.fields[name].initial = value
     return render(request, "submissions/new.html", _form_context(request, form, states))
 
 
@@ -187,6 +214,10 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "roofline_chart": roofline,
         "roofline_skipped": roofline_skipped,
         "comparison_chart": _comparison_chart(submission, operator_results),
+        "can_cancel": submission_can_cancel(submission=submission, user=request.user),
+        "can_resubmit": submission.status == Submission.Status.REJECTED
+        and request.user.is_authenticated
+        and request.user.pk == submission.owner_id,
     }
     # An agent submission's campaign: provenance, rounds and the per-round chart.
     context.update(
@@ -278,3 +309,18 @@ def submission_download(request: HttpRequest, pk: int) -> FileResponse:
 def submission_mine(request: HttpRequest) -> HttpResponse:
     submissions = selectors.submissions_visible_to(user=request.user).filter(owner=request.user)
     return render(request, "submissions/mine.html", {"submissions": submissions})
+
+
+@login_required
+@require_POST
+def submission_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    """The owner's (or an admin's) cancel button: the worker stops, nothing is lost, the
+    quota is refunded."""
+    submission = _visible_submission(request, pk)
+    try:
+        cancel_service(submission=submission, actor=request.user)
+    except (NotCancellable, NotYours) as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, "Cancelled. It does not count against your quota.")
+    return redirect("submissions:detail", pk=submission.pk)

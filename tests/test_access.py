@@ -71,6 +71,10 @@ RULES: dict[str, Rule] = {
     "submissions:mine": Rule(status=LOGGED_IN, shows_secret=frozenset({"owner"})),
     "submissions:detail": PRIVATE,
     "submissions:progress": PRIVATE,
+    # POST only (a GET is 405 for anyone logged in, so it reveals nothing).
+    "submissions:cancel": Rule(
+        status={"anon": LOGIN, "other": {405}, "owner": {405}, "staff": {405}}, args=("secret",)
+    ),
     "submissions:download": PRIVATE_LOGIN,
     "submissions:results-download": Rule(status=PRIVATE.status, args=("secret", "fmt")),
     # The REST API.
@@ -89,6 +93,9 @@ RULES: dict[str, Rule] = {
     "api:tokens": Rule(status={"anon": {401}, "other": {200}, "owner": {200}, "staff": {200}}),
     "api:submissions-check": Rule(status={"anon": {401, 405}}),
     "api:queues": PUBLIC_LIST,
+    "api:submission-cancel": Rule(
+        status={"anon": {401}, "other": {405}, "owner": {405}, "staff": {405}}, args=("secret",)
+    ),
     "api:quota": Rule(status={"anon": {401}, "other": {200}, "owner": {200}, "staff": {200}}),
     "api:token": Rule(status={"anon": {401}}, args=("token",)),
     "api:schema": PUBLIC_LIST,

@@ -46,6 +46,11 @@ urlpatterns = [
         name="submission-progress",
     ),
     path(
+        "submissions/<int:pk>/cancel/",
+        submissions_api.SubmissionCancelApi.as_view(),
+        name="submission-cancel",
+    ),
+    path(
         "submissions/<int:pk>/shapes/",
         submissions_api.SubmissionShapesApi.as_view(),
         name="submission-shapes",

@@ -76,6 +76,15 @@ def test_check_prints_the_verdict_and_exits_by_it(cli, catalogue, tmp_path):
     assert Submission.objects.count() == 0
 
 
+def test_cancel_cancels_a_queued_submission(cli, catalogue, user, tmp_path, held_messages):
+    cli("submit", str(_bundle(tmp_path, {"rms_norm.py": MODULE})), "--hardware", "cpu-dev")
+    submission = Submission.objects.get(owner=user)
+    code, output = cli("cancel", str(submission.pk))
+    assert code == 0 and f"submission #{submission.pk} cancelled" in output
+    code, output = cli("cancel", str(submission.pk))
+    assert code == 1 and "submission:not-cancellable" in output
+
+
 def test_quota_prints_what_is_left_per_limit(cli, catalogue, settings, tmp_path):
     settings.ATREX = {**settings.ATREX, "QUOTA_PER_HOUR": 10, "QUOTA_PER_DAY": 0}
     cli("submit", str(_bundle(tmp_path, {"rms_norm.py": "def broken(:\n"})))  # not counted
