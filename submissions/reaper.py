@@ -13,6 +13,11 @@ shard by shard (``submissions.shards``; a run that is not split is one shard):
 
 Past either cap the submission fails with a ``platform:*`` error, which is refunded from
 its owner's quota (``submissions.quotas``).
+
+A queued shard whose hardware has no worker online is not lost: its message waits in the
+broker for the first worker that starts. It is neither re-sent nor failed; once it has
+waited ``NO_WORKER_NOTICE_S`` its submission's history says so and its owner is told by
+e-mail, once.
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from fleet.services import worker_nodes_online
+
 from . import services, shards
-from .models import EvaluationRun, Shard, Submission
+from .models import EvaluationRun, Shard, StatusChange, Submission
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +50,68 @@ class ReapReport:
     requeued: list[int] = field(default_factory=list)  # lost shards tried again
     resent: list[int] = field(default_factory=list)  # queued shards whose message was re-sent
     failed: list[int] = field(default_factory=list)  # submissions failed at the cap
+    unserved: list[int] = field(default_factory=list)  # submissions told no worker serves them
 
     def __str__(self) -> str:
         return (
             f"{len(self.requeued)} lost shards re-queued {self.requeued}, "
             f"{len(self.resent)} queued shards re-sent {self.resent}, "
-            f"{len(self.failed)} submissions failed at the attempt cap {self.failed}"
+            f"{len(self.failed)} submissions failed at the attempt cap {self.failed}, "
+            f"{len(self.unserved)} submissions told that no worker serves them {self.unserved}"
+        )
+
+
+NO_WORKER_NOTE = "waiting: no worker for this hardware is online"
+
+
+def _serves(hardware_slug: str, cache: dict[str, bool]) -> bool:
+    if hardware_slug not in cache:
+        cache[hardware_slug] = bool(
+            worker_nodes_online(
+                hardware_profile=hardware_slug,
+                lost_after_s=settings.ATREX["FLEET_LOST_AFTER_S"],
+            )
+        )
+    return cache[hardware_slug]
+
+
+def _tell_unserved(shard: Shard, report: ReapReport) -> None:
+    """Once per submission, after it has waited NO_WORKER_NOTICE_S with no worker for its
+    hardware online: a line in its history, and an e-mail to its owner."""
+    submission = shard.run.submission
+    waited = timezone.now() - shard.run.created_at
+    if waited < timedelta(seconds=settings.ATREX["NO_WORKER_NOTICE_S"]):
+        return
+    if submission.id in report.unserved:
+        return
+    with transaction.atomic():
+        locked = Submission.objects.select_for_update().get(pk=submission.pk)
+        if locked.status != Submission.Status.QUEUED:
+            return
+        if StatusChange.objects.filter(submission=locked, note__startswith=NO_WORKER_NOTE).exists():
+            return
+        minutes = int(waited.total_seconds() // 60)
+        note = (
+            f"{NO_WORKER_NOTE} ({locked.hardware.name}); it has waited {minutes} min and "
+            "starts as soon as one does. Its owner can cancel it meanwhile."
+        )
+        StatusChange.objects.create(
+            submission=locked, from_status=locked.status, to_status=locked.status, note=note
+        )
+    report.unserved.append(submission.pk)
+    owner = submission.owner
+    if owner.email:
+        send_mail(
+            subject=f"Atrex-Bench: submission #{submission.pk} is waiting for a worker",
+            message=(
+                f"Your submission #{submission.pk} ({submission.title}) has waited {minutes} "
+                f"min in the queue for {locked.hardware.name}, and no worker for that hardware "
+                "is online. It will start as soon as one is; you can also cancel it on its "
+                "page (a cancelled submission does not count against your quota)."
+            ),
+            from_email=None,
+            recipient_list=[owner.email],
+            fail_silently=True,
         )
 
 
@@ -134,9 +198,20 @@ def runs_reap() -> ReapReport:
         Q(dispatched_at__lt=grace_cutoff)
         | Q(dispatched_at__isnull=True, created_at__lt=grace_cutoff)
     )
-    for shard in overdue.select_related("run").order_by("created_at", "pk"):
+    served: dict[str, bool] = {}
+    queued = Shard.objects.filter(status=Shard.Status.QUEUED, run__status=RunStatus.QUEUED)
+    for shard in queued.select_related(
+        "run", "run__submission", "run__submission__hardware", "run__submission__owner"
+    ).order_by("created_at", "pk"):
+        if not _serves(shard.run.submission.hardware.slug, served):
+            _tell_unserved(shard, report)
+    for shard in overdue.select_related("run", "run__submission__hardware").order_by(
+        "created_at", "pk"
+    ):
+        if not _serves(shard.run.submission.hardware.slug, served):
+            continue  # no worker at all: the message waits for one, it is not lost
         if not _waiting_in_line(shard):
             _resend_or_fail(shard, report)
-    if report.requeued or report.resent or report.failed:
+    if report.requeued or report.resent or report.failed or report.unserved:
         logger.warning("reaper: %s", report)
     return report

@@ -265,6 +265,9 @@ ATREX = {
     # A queued run that no worker took this long after its message was sent (and that is
     # not waiting behind an older running one) is sent again: the broker may have lost it.
     "QUEUED_GRACE_S": env.float("ATREX_QUEUED_GRACE_S", default=600.0),
+    # A submission waiting this long while no worker serves its hardware: its history says
+    # so and its owner gets an e-mail, once (submissions.reaper).
+    "NO_WORKER_NOTICE_S": env.float("ATREX_NO_WORKER_NOTICE_S", default=1800.0),
     # Evaluation attempts (and sends of one run's message) before the submission fails
     # with a platform error, which does not count against its owner's quota.
     "MAX_ATTEMPTS": env.int("ATREX_MAX_ATTEMPTS", default=3),
@@ -336,3 +339,12 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("DJANGO_LOG_LEVEL", default="INFO")},
 }
+
+# Mail to users (the reaper's "no worker serves your submission" notice). The console
+# backend prints to the log; production sets an SMTP backend and its host.
+EMAIL_BACKEND = env.str(
+    "DJANGO_EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_HOST = env.str("DJANGO_EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("DJANGO_EMAIL_PORT", default=25)
+DEFAULT_FROM_EMAIL = env.str("DJANGO_DEFAULT_FROM_EMAIL", default="atrex-bench@localhost")

@@ -56,6 +56,20 @@ def queued(catalogue, user):
     return make
 
 
+@pytest.fixture
+def serving_worker(catalogue):
+    """A worker for the CPU profile, online: the queue is served, so a shard nobody takes
+    means its message was lost."""
+    from fleet.models import WorkerNode
+
+    now = timezone.now()
+    return WorkerNode.objects.create(
+        name="eval-cpu@tests", hostname="tests", hardware_profile="cpu-dev",
+        queues=["eval.cpu-dev"], status=WorkerNode.Status.ONLINE, started_at=now,
+        last_heartbeat_at=now,
+    )  # fmt: skip
+
+
 def _running(run: EvaluationRun, *, worker: str, heartbeat_age_s: float) -> Shard:
     """Claim the run's shard (as its message would), then make it look held by ``worker``,
     last heard of that long ago."""
@@ -126,7 +140,7 @@ def test_attempt_cap_fails_the_submission_with_a_refunded_platform_error(queued,
 
 
 def test_queued_run_whose_message_was_lost_is_sent_again(
-    queued, settings, django_capture_on_commit_callbacks
+    queued, settings, django_capture_on_commit_callbacks, serving_worker
 ):
     run = queued()
     grace_s = settings.ATREX["QUEUED_GRACE_S"]
@@ -149,7 +163,7 @@ def test_queued_run_waiting_behind_an_older_live_run_is_not_sent_again(queued, s
     assert runs_reap().resent == []
 
 
-def test_queued_run_that_no_worker_takes_fails_at_the_cap(queued, settings):
+def test_queued_run_that_no_worker_takes_fails_at_the_cap(queued, settings, serving_worker):
     run = queued()
     run.shards.update(
         dispatch_count=settings.ATREX["MAX_ATTEMPTS"],
@@ -161,6 +175,37 @@ def test_queued_run_that_no_worker_takes_fails_at_the_cap(queued, settings):
     assert submission.status == Status.FAILED and submission.error_code == "platform:queue-lost"
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED
+
+
+def test_a_queue_no_worker_serves_keeps_its_runs_waiting_and_tells_the_owner_once(
+    queued, settings, user, mailoutbox
+):
+    user.email = "researcher@example.org"
+    user.save()
+    run = queued()
+    long_ago = timezone.now() - timedelta(seconds=settings.ATREX["NO_WORKER_NOTICE_S"] + 60)
+    EvaluationRun.objects.filter(pk=run.pk).update(created_at=long_ago)
+    run.shards.update(
+        dispatch_count=settings.ATREX["MAX_ATTEMPTS"],
+        dispatched_at=timezone.now() - timedelta(seconds=settings.ATREX["QUEUED_GRACE_S"] + 1),
+    )
+    report = runs_reap()
+    # Past the resend cap, yet not failed as lost: nobody could take it.
+    assert report.failed == [] and report.resent == []
+    assert report.unserved == [run.submission_id]
+    submission = Submission.objects.get(pk=run.submission_id)
+    assert submission.status == Status.QUEUED
+    note = submission.history.last().note
+    assert note.startswith("waiting: no worker for this hardware is online (CPU development")
+    assert len(mailoutbox) == 1 and mailoutbox[0].to == ["researcher@example.org"]
+    assert f"#{submission.pk}" in mailoutbox[0].subject
+    assert runs_reap().unserved == [] and len(mailoutbox) == 1  # told once
+
+
+def test_a_new_submission_without_a_worker_is_not_told_before_the_notice_time(queued):
+    run = queued()
+    assert runs_reap().unserved == []
+    assert not run.submission.history.filter(note__startswith="waiting: no worker").exists()
 
 
 def test_redelivered_message_for_a_finished_run_does_nothing(queued):
