@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 
-from leaderboard.models import Shape
+from catalogue.models import HardwareProfile, Shape, SuiteVersion
 
 from . import querysets
-from .models import EvaluationRun, ShapeResult, Submission
+from .models import EvaluationRun, Score, ShapeResult, Submission
 
 
 def submissions_visible_to(*, user) -> QuerySet[Submission]:
@@ -57,3 +57,12 @@ def submission_progress(*, submission: Submission) -> dict:
         "error_code": submission.error_code,
         "error_message": submission.error_message,
     }
+
+
+def scores_on_board(*, suite: SuiteVersion, hardware: HardwareProfile) -> QuerySet[Score]:
+    """Published, public scores of one (suite version, hardware), in ranking order (best
+    aggregate first, then the earlier published). Private, hidden and hacked submissions
+    never appear, whoever asks (the rule is ``querysets.board_q``); baselines do."""
+    return Score.objects.filter(
+        querysets.board_q(prefix="submission__"), suite_version=suite, hardware=hardware
+    ).order_by(F("aggregate").desc(nulls_last=True), "published_at", "pk")

@@ -24,16 +24,16 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from atrex_site.celery import app as celery_app
+from catalogue import selectors as catalogue_selectors
+from catalogue.models import HardwareProfile, SuiteVersion
 from evaluator.bundle import inspect_bundle
 from evaluator.errors import AtrexError, BundleError, PlatformError
 from evaluator.scoring import operator_score, summarize
-from leaderboard import selectors as leaderboard_selectors
-from leaderboard.models import HardwareProfile, SuiteVersion
-from leaderboard.services import score_publish
 
 from . import evaluation
 from .models import EvaluationRun, OperatorResult, ShapeResult, StatusChange, Submission
 from .quotas import quota_check
+from .scores import score_publish
 
 logger = logging.getLogger(__name__)
 
@@ -132,8 +132,8 @@ def submission_create(
     upload is still there for its owner to see, with the reason. Over its owner's limits
     (``submissions.quotas``) nothing is stored and ``QuotaExceeded`` says when to retry.
     """
-    suite_version = suite_version or leaderboard_selectors.suite_version_default()
-    hardware = hardware or leaderboard_selectors.hardware_default()
+    suite_version = suite_version or catalogue_selectors.suite_version_default()
+    hardware = hardware or catalogue_selectors.hardware_default()
     if suite_version is None or hardware is None:
         raise PlatformError("No published suite or hardware profile: run `manage.py seed_suite`.")
     provenance = provenance or Provenance()

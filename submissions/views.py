@@ -12,8 +12,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
 from agents import selectors as agent_selectors
-from leaderboard import charts
-from leaderboard import selectors as board_selectors
+from atrex_site import charts
+from catalogue import selectors as catalogue_selectors
 
 from . import selectors, services
 from .forms import BundleUploadForm
@@ -48,8 +48,8 @@ def submission_new(request: HttpRequest) -> HttpResponse:
             response["Retry-After"] = str(error.retry_after_s)
             return response
         return redirect("submissions:detail", pk=submission.pk)
-    form.fields["suite_version"].initial = board_selectors.suite_version_default()
-    form.fields["hardware"].initial = board_selectors.hardware_default()
+    form.fields["suite_version"].initial = catalogue_selectors.suite_version_default()
+    form.fields["hardware"].initial = catalogue_selectors.hardware_default()
     return render(request, "submissions/new.html", {"form": form})
 
 
@@ -83,9 +83,7 @@ def _comparison_chart(
     if not operator_results:
         return None
     rows = (
-        board_selectors.leaderboard_rows(
-            suite=submission.suite_version, hardware=submission.hardware
-        )
+        selectors.scores_on_board(suite=submission.suite_version, hardware=submission.hardware)
         .exclude(submission_id=submission.pk)
         .select_related(None)
         .select_related("submission")
