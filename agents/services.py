@@ -24,9 +24,9 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from atrex_site.celery import app as celery_app
+from catalogue import selectors as catalogue_selectors
+from catalogue.models import HardwareProfile, SuiteVersion
 from evaluator.errors import AtrexError, PlatformError, UserError
-from leaderboard import selectors as leaderboard_selectors
-from leaderboard.models import HardwareProfile, SuiteVersion
 from submissions import services as submission_services
 from submissions.models import StatusChange, Submission
 
@@ -65,7 +65,7 @@ def url_check(*, url: str) -> None:
 def known_operators() -> list[str]:
     """Operator slugs of the published suite versions, in first-seen order."""
     slugs: dict[str, None] = {}
-    for version in leaderboard_selectors.suite_versions_published():
+    for version in catalogue_selectors.suite_versions_published():
         for operator in version.definition.get("operators", []):
             slugs.setdefault(operator["slug"], None)
     return list(slugs)
@@ -186,8 +186,8 @@ def campaign_start(
     hardware: HardwareProfile | None = None,
 ) -> Submission:
     """A submission of kind agent and its campaign, sent to the hardware's queue on commit."""
-    suite_version = suite_version or leaderboard_selectors.suite_version_default()
-    hardware = hardware or leaderboard_selectors.hardware_default()
+    suite_version = suite_version or catalogue_selectors.suite_version_default()
+    hardware = hardware or catalogue_selectors.hardware_default()
     if suite_version is None or hardware is None:
         raise PlatformError("No published suite or hardware profile: run `manage.py seed_suite`.")
     plan = _plan(endpoint, suite_version)

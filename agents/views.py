@@ -9,8 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from catalogue import selectors as catalogue_selectors
 from evaluator.errors import UserError
-from leaderboard import selectors as board_selectors
 
 from . import selectors, services
 from .forms import CampaignForm, EndpointForm, endpoint_summary
@@ -65,8 +65,8 @@ def _own_endpoint(request: HttpRequest, pk: int):
 def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = _own_endpoint(request, pk)
     form = CampaignForm()
-    form.fields["suite_version"].initial = board_selectors.suite_version_default()
-    form.fields["hardware"].initial = board_selectors.hardware_default()
+    form.fields["suite_version"].initial = catalogue_selectors.suite_version_default()
+    form.fields["hardware"].initial = catalogue_selectors.hardware_default()
     campaigns = endpoint.campaigns.select_related("submission")[:50]
     context = {
         "endpoint": endpoint,

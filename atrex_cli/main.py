@@ -133,7 +133,7 @@ def wait_until_final(
         sleep(interval_s)
 
 
-NO_TOKEN = "No API token: set ATREX_TOKEN or write it to ~/.config/atrex/token.\n"
+NOT_SIGNED_IN = "No API token: set ATREX_TOKEN or write it to ~/.config/atrex/token.\n"
 
 
 def _json(out: TextIO, body: Any) -> None:
@@ -143,7 +143,7 @@ def _json(out: TextIO, body: Any) -> None:
 def _bundle_path(args: argparse.Namespace, client: Client, out: TextIO) -> Path | None:
     """The bundle argument as an existing file, or None after saying what is wrong."""
     if not client.token:
-        out.write(NO_TOKEN)
+        out.write(NOT_SIGNED_IN)
         return None
     bundle = Path(args.bundle)
     if not bundle.is_file():
@@ -255,7 +255,7 @@ def cmd_check(args: argparse.Namespace, client: Client, out: TextIO) -> int:
 
 def cmd_cancel(args: argparse.Namespace, client: Client, out: TextIO) -> int:
     if not client.token:
-        out.write(NO_TOKEN)
+        out.write(NOT_SIGNED_IN)
         return EXIT_USAGE
     submission = client.cancel(args.id)
     if args.json:
@@ -289,7 +289,7 @@ def quota_lines(quota: dict[str, Any]) -> list[str]:
 
 def cmd_quota(args: argparse.Namespace, client: Client, out: TextIO) -> int:
     if not client.token:
-        out.write(NO_TOKEN)
+        out.write(NOT_SIGNED_IN)
         return EXIT_USAGE
     quota = client.quota()
     if args.json:

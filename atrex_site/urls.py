@@ -7,6 +7,7 @@ from .api.urls import urlpatterns as api_patterns
 
 urlpatterns = [
     path("", include("leaderboard.urls")),
+    path("api/staff/", include("catalogue.urls")),
     path("submissions/", include("submissions.urls")),
     path("agents/", include("agents.urls")),
     path("accounts/signup/", accounts_views.signup, name="signup"),

@@ -97,10 +97,10 @@ def seed(*, submissions: int, seed_value: int = 7) -> dict[str, float]:
     from django.db import connection, transaction
     from django.utils import timezone
 
+    from catalogue.models import HardwareProfile
+    from catalogue.services import hardware_profiles_sync, suite_version_import
     from evaluator.suite import load_suite
-    from leaderboard.models import HardwareProfile, Score
-    from leaderboard.services import hardware_profiles_sync, suite_version_import
-    from submissions.models import EvaluationRun, OperatorResult, ShapeResult, Submission
+    from submissions.models import EvaluationRun, OperatorResult, Score, ShapeResult, Submission
 
     rng = random.Random(seed_value)
     started = time.monotonic()

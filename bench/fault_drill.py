@@ -291,8 +291,8 @@ class Stack:
         django.setup()
         from django.core.management import call_command
 
+        from catalogue.services import hardware_profiles_sync, suite_version_import
         from evaluator.suite import load_suite
-        from leaderboard.services import hardware_profiles_sync, suite_version_import
 
         call_command("migrate", verbosity=0)
         hardware_profiles_sync()
@@ -424,8 +424,7 @@ def _wait_db(check: Callable[[], bool], timeout_s: float, what: str) -> None:
 def _count(fault: str, ids: list[int], row: FaultRow) -> None:
     from django.db.models import Count
 
-    from leaderboard.models import Score
-    from submissions.models import OperatorResult, Shard, StatusChange, Submission
+    from submissions.models import OperatorResult, Score, Shard, StatusChange, Submission
 
     expected = EXPECTED.get(fault, EXPECTED_DEFAULT)
     submissions = list(Submission.objects.filter(pk__in=ids))

@@ -107,8 +107,8 @@ def _setup_django(env: dict[str, str]) -> None:
 def _prepare_database(args: argparse.Namespace) -> None:
     from django.core.management import call_command
 
+    from catalogue.services import hardware_profiles_sync, suite_version_import
     from evaluator.suite import load_suite
-    from leaderboard.services import hardware_profiles_sync, suite_version_import
 
     call_command("migrate", verbosity=0)
     hardware_profiles_sync()
@@ -120,7 +120,7 @@ def _import_history(path: Path, args: argparse.Namespace) -> None:
     each operator's cost from it (as a fleet that has evaluated before has)."""
     from django.contrib.auth import get_user_model
 
-    from leaderboard import selectors
+    from catalogue import selectors
     from submissions.result_import import submission_import_results
 
     owner, _ = get_user_model().objects.get_or_create(username="scaleout-history")

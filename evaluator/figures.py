@@ -72,4 +72,3 @@ def duration_ms(milliseconds: float | None, digits: int = SIGNIFICANT) -> str:
         if abs(seconds) >= scale:
             return f"{significant(seconds / scale, digits)} {unit}"
     return f"{significant(seconds / 1e-9, digits)} ns"
-

@@ -12,7 +12,7 @@ from celery import current_app
 from django.conf import settings
 from django.utils import timezone
 
-from leaderboard.models import HardwareProfile
+from catalogue.models import HardwareProfile
 
 from .models import WorkerNode
 from .services import EVALUATION_QUEUE_PREFIX

@@ -27,9 +27,11 @@ from rest_framework.views import APIView
 
 from atrex_site.api.errors import ErrorSerializer
 from atrex_site.api.pagination import StandardPagination
+from catalogue import selectors as catalogue_selectors
+from catalogue.models import HardwareProfile, Shape, SuiteOperator, SuiteVersion
+from submissions.models import Score
 
 from . import selectors
-from .models import HardwareProfile, Score, Shape, SuiteOperator, SuiteVersion
 
 NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such resource.")
 
@@ -82,7 +84,7 @@ class SuiteVersionDetailSerializer(SuiteVersionSerializer):
 
     @extend_schema_field(SuiteOperatorSerializer(many=True))
     def get_operators(self, suite: SuiteVersion) -> list[dict[str, Any]]:
-        rows = selectors.suite_operators(suite=suite)
+        rows = catalogue_selectors.suite_operators(suite=suite)
         return SuiteOperatorSerializer(rows, many=True).data
 
 
@@ -175,8 +177,8 @@ class LeaderboardApi(APIView):
         tags=["board"],
     )
     def get(self, request: Request) -> Response:
-        suite = selectors.suite_version_pick(slug=request.query_params.get("suite"))
-        hardware = selectors.hardware_pick(slug=request.query_params.get("hardware"))
+        suite = catalogue_selectors.suite_version_pick(slug=request.query_params.get("suite"))
+        hardware = catalogue_selectors.hardware_pick(slug=request.query_params.get("hardware"))
         if suite is None or hardware is None:
             what = "suite version" if suite is None else "hardware profile"
             return Response({"detail": f"No such published {what}.", "code": "not_found"}, 404)
@@ -193,14 +195,16 @@ class LeaderboardApi(APIView):
             "previous": response.data["previous"],
             "suite": suite.slug,
             "hardware": hardware.slug,
-            "operators": [row.operator.slug for row in selectors.suite_operators(suite=suite)],
+            "operators": [
+                row.operator.slug for row in catalogue_selectors.suite_operators(suite=suite)
+            ],
             "results": response.data["results"],
         }
         return response
 
 
 def _published_suite(slug: str) -> SuiteVersion:
-    suite = selectors.suite_version_pick(slug=slug) if slug else None
+    suite = catalogue_selectors.suite_version_pick(slug=slug) if slug else None
     if suite is None:
         raise Http404
     return suite
@@ -214,7 +218,7 @@ class SuiteVersionListApi(ListAPIView):
     pagination_class = StandardPagination
 
     def get_queryset(self) -> QuerySet[SuiteVersion]:
-        return selectors.suite_versions_published()
+        return catalogue_selectors.suite_versions_published()
 
 
 @extend_schema(tags=["catalogue"], responses={200: SuiteVersionDetailSerializer, 404: NOT_FOUND})

@@ -1,4 +1,4 @@
-"""Reads for the board and the catalogue. One ranking query serves the pages and the API."""
+"""Reads for the board. One ranking query serves the pages and the API."""
 
 from __future__ import annotations
 
@@ -7,44 +7,14 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db.models import F, FloatField, Max, QuerySet, Window
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, RowNumber
 
-from submissions.querysets import board_q
-
-from .models import HardwareProfile, Score, SuiteOperator, SuiteVersion
-
-
-def suite_versions_published() -> QuerySet[SuiteVersion]:
-    return SuiteVersion.objects.filter(status=SuiteVersion.Status.PUBLISHED).order_by(
-        "name", "-published_at"
-    )
-
-
-def suite_version_default() -> SuiteVersion | None:
-    """The configured default suite if published, else the newest published one."""
-    wanted = settings.ATREX["DEFAULT_SUITE"]
-    for version in suite_versions_published():
-        if version.slug == wanted:
-            return version
-    return suite_versions_published().order_by("-published_at").first()
-
-
-def hardware_default() -> HardwareProfile | None:
-    wanted = settings.ATREX["DEFAULT_HARDWARE"]
-    return (
-        HardwareProfile.objects.filter(slug=wanted, enabled=True).first()
-        or HardwareProfile.objects.filter(enabled=True).first()
-    )
-
-
-def suite_operators(*, suite: SuiteVersion) -> list[SuiteOperator]:
-    """The suite's operators, most important first."""
-    return list(suite.suite_operators.select_related("operator").order_by("-importance"))
-
+from catalogue.models import HardwareProfile, SuiteVersion
+from submissions.models import Score
+from submissions.selectors import scores_on_board
 
 # Sort keys of the board (``?sort=KEY`` ascending, ``?sort=-KEY`` descending) -> field.
 # ``op:<slug>`` sorts by that operator's score.
@@ -89,6 +59,7 @@ def sort_key_parse(sort: str | None, *, operators: list[str] | None = None) -> s
 def _order_by(sort: str) -> list:
     descending = sort.startswith("-")
     key = sort.removeprefix("-")
+    expression: Cast | F
     if key.startswith("op:"):
         expression = Cast(KeyTextTransform(key[3:], "operator_scores"), FloatField())
     else:
@@ -108,14 +79,12 @@ def leaderboard_rows(
     """Published, public scores for one (suite version, hardware), best first.
 
     Private, hidden and hacked submissions never appear, whoever asks (the rule is
-    ``submissions.querysets.board_q``). ``sort`` (a ``SORT_FIELDS`` key or
+    ``submissions.selectors.scores_on_board``). ``sort`` (a ``SORT_FIELDS`` key or
     ``op:<slug>``, ``-`` for descending; unknown keys fall back to ``-aggregate``) and
     ``filters`` are optional; without them this is the ranking order. Baselines are
     included (``submission.is_baseline``); pages show them apart and unranked.
     """
-    rows = Score.objects.filter(
-        board_q(prefix="submission__"), suite_version=suite, hardware=hardware
-    )
+    rows = scores_on_board(suite=suite, hardware=hardware)
     if filters is not None:
         if filters.kind:
             rows = rows.filter(submission__kind=filters.kind)
@@ -274,20 +243,6 @@ def board_page(
         ranks=rank_keys(keys),
         page=shown,
     )
-
-
-def suite_version_pick(*, slug: str | None) -> SuiteVersion | None:
-    """A published suite version by slug (``name-version``), or the default one."""
-    if not slug:
-        return suite_version_default()
-    return next((s for s in suite_versions_published() if s.slug == slug), None)
-
-
-def hardware_pick(*, slug: str | None) -> HardwareProfile | None:
-    """An enabled hardware profile by slug, or the default one."""
-    if not slug:
-        return hardware_default()
-    return HardwareProfile.objects.filter(slug=slug, enabled=True).first()
 
 
 def board_dsls(*, suite: SuiteVersion, hardware: HardwareProfile) -> list[str]:

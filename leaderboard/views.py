@@ -23,20 +23,22 @@ from django.http import (
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from atrex_site import charts
 from atrex_site.csv_export import write_rows
+from catalogue import selectors as catalogue_selectors
+from catalogue.models import HardwareProfile, SuiteVersion
 from evaluator.hardware import HardwareProfile as HardwareSpec
 from evaluator.roofline import t_sol_seconds
-from submissions.models import ShapeResult, Submission
+from submissions.models import Score, ShapeResult, Submission
 
-from . import charts, selectors
-from .models import HardwareProfile, Score, SuiteVersion
+from . import selectors
 
 # ------------------------------------------------------------------ shared request parsing
 
 
 def _suite_and_hardware(request: HttpRequest) -> tuple[SuiteVersion | None, HardwareProfile | None]:
-    suite = selectors.suite_version_pick(slug=request.GET.get("suite"))
-    hardware = selectors.hardware_pick(slug=request.GET.get("hardware"))
+    suite = catalogue_selectors.suite_version_pick(slug=request.GET.get("suite"))
+    hardware = catalogue_selectors.hardware_pick(slug=request.GET.get("hardware"))
     if (request.GET.get("suite") and suite is None) or (
         request.GET.get("hardware") and hardware is None
     ):
@@ -152,7 +154,7 @@ def _board_context(request: HttpRequest, *, paginate: bool = True) -> dict[str, 
     ``?page=N`` with the baselines pinned on every page; ranks and the heat map's column
     best are over every row matching the filters. Not paginated (the downloads): all rows."""
     suite, hardware = _suite_and_hardware(request)
-    operators = selectors.suite_operators(suite=suite) if suite else []
+    operators = catalogue_selectors.suite_operators(suite=suite) if suite else []
     slugs = [op.operator.slug for op in operators]
     sort = selectors.sort_key_parse(request.GET.get("sort"), operators=slugs)
     filters = _filters(request)
@@ -203,7 +205,7 @@ def _board_context(request: HttpRequest, *, paginate: bool = True) -> dict[str, 
     return {
         "suite": suite,
         "hardware": hardware,
-        "suites": selectors.suite_versions_published(),
+        "suites": catalogue_selectors.suite_versions_published(),
         "hardware_profiles": HardwareProfile.objects.filter(enabled=True),
         "operators": operators,
         "sort": sort,
@@ -415,7 +417,7 @@ def history(request: HttpRequest) -> HttpResponse:
     context = {
         "suite": suite,
         "hardware": hardware,
-        "suites": selectors.suite_versions_published(),
+        "suites": catalogue_selectors.suite_versions_published(),
         "hardware_profiles": HardwareProfile.objects.filter(enabled=True),
         "points": points,
         "chart": charts.history_figure(points=points, title=title) if points else None,
@@ -429,7 +431,7 @@ def history(request: HttpRequest) -> HttpResponse:
 @require_GET
 def suite_definition(request: HttpRequest, slug: str) -> HttpResponse:
     """A published suite file as JSON; hidden shapes are left out except for staff."""
-    suite = selectors.suite_version_pick(slug=slug)
+    suite = catalogue_selectors.suite_version_pick(slug=slug)
     if suite is None:
         raise Http404("No such published suite version.")
     definition = dict(suite.definition)

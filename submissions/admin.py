@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from . import curation
-from .models import CurationLog, EvaluationRun, Shard, StatusChange, Submission
+from .models import CurationLog, EvaluationRun, Score, Shard, StatusChange, Submission
 
 Action = CurationLog.Action
 
@@ -171,3 +171,9 @@ class ShardAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
+
+
+@admin.register(Score)
+class ScoreAdmin(admin.ModelAdmin):
+    list_display = ["submission", "suite_version", "hardware", "aggregate", "published_at"]
+    list_filter = ["suite_version", "hardware"]

@@ -28,7 +28,7 @@ from rest_framework.views import APIView
 
 from atrex_site.api.errors import ErrorSerializer, ValidationErrorSerializer, error_response
 from atrex_site.api.pagination import StandardPagination
-from leaderboard.models import HardwareProfile, SuiteVersion
+from catalogue.models import HardwareProfile, SuiteVersion
 
 from . import selectors, services
 from .cancellation import NotCancellable, NotYours, submission_cancel

@@ -11,10 +11,10 @@ from typing import Any
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
+from catalogue import selectors as catalogue_selectors
+from catalogue.models import SuiteVersion
 from evaluator.bundle import inspect_bundle
 from evaluator.errors import BundleError
-from leaderboard import selectors as leaderboard_selectors
-from leaderboard.models import SuiteVersion
 
 
 @dataclass
@@ -64,7 +64,7 @@ def bundle_check(*, upload: UploadedFile, suite_version: SuiteVersion | None) ->
     """Run the upload's static checks against ``suite_version`` (as a submission would;
     default: the board's default suite) and against every published suite version, to say
     which the bundle fits best."""
-    suite_version = suite_version or leaderboard_selectors.suite_version_default()
+    suite_version = suite_version or catalogue_selectors.suite_version_default()
     if suite_version is None:
         raise BundleError("No published suite version to check against.", code="bundle:no-suite")
     max_bytes = settings.ATREX["MAX_UPLOAD_BYTES"]

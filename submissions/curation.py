@@ -12,10 +12,10 @@ from django.db import transaction
 
 from evaluator.errors import UserError
 from evaluator.scoring import scores_by_operator
-from leaderboard.services import score_publish
 
 from . import services
 from .models import CurationLog, EvaluationRun, Submission
+from .scores import score_publish
 
 Action = CurationLog.Action
 Status = Submission.Status

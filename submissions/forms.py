@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django import forms
 
-from leaderboard.models import HardwareProfile, SuiteVersion
+from catalogue.models import HardwareProfile, SuiteVersion
 
 from .models import Submission
 

@@ -1,4 +1,5 @@
-"""Submissions, their status history, evaluation runs and per-operator/per-shape results.
+"""Submissions, their status history, evaluation runs, per-operator/per-shape results and
+the published scores.
 
 Status changes happen only in ``submissions.services`` (compare-and-set); nothing here
 moves a status on save.
@@ -59,10 +60,10 @@ class Submission(models.Model):
         max_length=8, choices=Visibility.choices, default=Visibility.PUBLIC
     )
     suite_version = models.ForeignKey(
-        "leaderboard.SuiteVersion", on_delete=models.PROTECT, related_name="submissions"
+        "catalogue.SuiteVersion", on_delete=models.PROTECT, related_name="submissions"
     )
     hardware = models.ForeignKey(
-        "leaderboard.HardwareProfile", on_delete=models.PROTECT, related_name="submissions"
+        "catalogue.HardwareProfile", on_delete=models.PROTECT, related_name="submissions"
     )
     status = models.CharField(
         max_length=20, choices=Status.choices, default=Status.RECEIVED, db_index=True
@@ -308,3 +309,43 @@ class Shard(models.Model):
 
     def __str__(self) -> str:
         return f"shard {self.index} of run {self.run_id} (attempt {self.attempt})"
+
+
+class Score(models.Model):
+    """A published result: one row per submission on the board, stored denormalised at
+    publish time so that the board never recomputes scores per request."""
+
+    submission = models.OneToOneField(Submission, on_delete=models.CASCADE, related_name="score")
+    run = models.ForeignKey(EvaluationRun, on_delete=models.PROTECT, related_name="+")
+    suite_version = models.ForeignKey(
+        "catalogue.SuiteVersion", on_delete=models.PROTECT, related_name="scores"
+    )
+    hardware = models.ForeignKey(
+        "catalogue.HardwareProfile", on_delete=models.PROTECT, related_name="scores"
+    )
+    aggregate = models.FloatField()
+    aggregate_ci_low = models.FloatField(null=True)
+    aggregate_ci_high = models.FloatField(null=True)
+    apparent_pass_rate = models.FloatField()
+    real_pass_rate = models.FloatField()
+    fallback_rate = models.FloatField()
+    geomean_speedup_eager = models.FloatField(null=True)
+    # Against the torch.compile baseline of the same suite version and hardware, over the
+    # shapes that both ran (None until that baseline is published).
+    geomean_speedup_compile = models.FloatField(null=True)
+    # operator slug -> operator score
+    operator_scores = models.JSONField(default=dict)
+    published_at = models.DateTimeField()
+
+    class Meta:
+        # The table (and its index) kept the names they had under ``leaderboard``.
+        db_table = "leaderboard_score"
+        indexes = [
+            models.Index(
+                fields=["suite_version", "hardware", "-aggregate"],
+                name="leaderboard_suite_v_35ea12_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.submission_id}: {self.aggregate:.4f}"

@@ -12,8 +12,8 @@ from typing import Any
 
 from django.conf import settings
 
+from catalogue.models import HardwareProfile
 from fleet.services import worker_nodes_online
-from leaderboard.models import HardwareProfile
 
 from .models import EvaluationRun
 

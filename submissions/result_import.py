@@ -13,12 +13,12 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from catalogue.models import HardwareProfile, SuiteVersion
 from evaluator.errors import UserError
-from leaderboard.models import HardwareProfile, SuiteVersion
-from leaderboard.services import COMPILE_BASELINE, scores_refresh_compile_speedup
 
 from . import services
 from .models import EvaluationRun, StatusChange, Submission
+from .scores import COMPILE_BASELINE, scores_refresh_compile_speedup
 
 EAGER_MARK = "PyTorch eager reference"
 COMPILE_MARK = "torch.compile of the PyTorch reference"

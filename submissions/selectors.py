@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet
+from django.contrib.auth.models import AnonymousUser, User
+from django.db.models import F, Q, QuerySet
 
-from leaderboard.models import Shape
+from catalogue.models import HardwareProfile, Shape, SuiteVersion
 
 from . import querysets
-from .models import EvaluationRun, ShapeResult, Submission
+from .models import EvaluationRun, Score, ShapeResult, Submission
 
 
-def submissions_visible_to(*, user) -> QuerySet[Submission]:
+def submissions_visible_to(*, user: User | AnonymousUser) -> QuerySet[Submission]:
     """Public submissions, plus the user's own; staff see everything (the rule is
     ``querysets.visible_q``). A submission an admin hid is seen by its owner and staff only.
     """
     return Submission.objects.visible_to(user).select_related("owner", "suite_version", "hardware")
 
 
-def submission_can_see_files(*, submission: Submission, user) -> bool:
+def submission_can_see_files(*, submission: Submission, user: User | AnonymousUser) -> bool:
     """The upload itself and the logs: owner and staff only."""
     return querysets.can_see_files(user=user, submission=submission)
 
 
-def shape_results_visible_to(*, run: EvaluationRun, user) -> QuerySet[ShapeResult]:
+def shape_results_visible_to(
+    *, run: EvaluationRun, user: User | AnonymousUser
+) -> QuerySet[ShapeResult]:
     """The run's per-shape rows. Rows of the suite's hidden shapes are shown to staff only:
     hidden shapes are scored but never shown, and their rows would reveal them."""
     rows = run.shape_results.all()
@@ -84,3 +87,12 @@ def submission_progress(*, submission: Submission) -> dict:
         "error_code": submission.error_code,
         "error_message": submission.error_message,
     }
+
+
+def scores_on_board(*, suite: SuiteVersion, hardware: HardwareProfile) -> QuerySet[Score]:
+    """Published, public scores of one (suite version, hardware), in ranking order (best
+    aggregate first, then the earlier published). Private, hidden and hacked submissions
+    never appear, whoever asks (the rule is ``querysets.board_q``); baselines do."""
+    return Score.objects.filter(
+        querysets.board_q(prefix="submission__"), suite_version=suite, hardware=hardware
+    ).order_by(F("aggregate").desc(nulls_last=True), "published_at", "pk")

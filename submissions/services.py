@@ -14,26 +14,27 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from atrex_site.celery import app as celery_app
+from catalogue import selectors as catalogue_selectors
+from catalogue.models import HardwareProfile, SuiteVersion
 from evaluator.bundle import inspect_bundle
 from evaluator.errors import AtrexError, BundleError, PlatformError
 from evaluator.scoring import operator_score, summarize
-from leaderboard import selectors as leaderboard_selectors
-from leaderboard.models import HardwareProfile, SuiteVersion
-from leaderboard.services import score_publish
 
 from . import run_split
 from .models import EvaluationRun, OperatorResult, ShapeResult, StatusChange, Submission
 from .quotas import quota_check
+from .scores import score_publish
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ class Provenance:
 
 def submission_create(
     *,
-    owner,
+    owner: User,
     upload: UploadedFile,
     title: str = "",
     visibility: str = Submission.Visibility.PUBLIC,
@@ -132,8 +133,8 @@ def submission_create(
     upload is still there for its owner to see, with the reason. Over its owner's limits
     (``submissions.quotas``) nothing is stored and ``QuotaExceeded`` says when to retry.
     """
-    suite_version = suite_version or leaderboard_selectors.suite_version_default()
-    hardware = hardware or leaderboard_selectors.hardware_default()
+    suite_version = suite_version or catalogue_selectors.suite_version_default()
+    hardware = hardware or catalogue_selectors.hardware_default()
     if suite_version is None or hardware is None:
         raise PlatformError("No published suite or hardware profile: run `manage.py seed_suite`.")
     provenance = provenance or Provenance()
@@ -305,7 +306,9 @@ def with_db_retry(action: Callable[[], T], *, what: str) -> T:
             delay = min(2 * delay, 5.0)
 
 
-def holder_alive(*, worker: str, heartbeat_at, now=None) -> bool:
+def holder_alive(
+    *, worker: str, heartbeat_at: datetime | None, now: datetime | None = None
+) -> bool:
     """Whether the worker holding a running shard is still working on it.
 
     Dead: no heartbeat within ``HEARTBEAT_STALE_S``; or the holder is a process of this
@@ -345,7 +348,7 @@ def _held_reasons(results: dict) -> list[str]:
     return reasons
 
 
-def _seconds(value) -> float | None:
+def _seconds(value: object) -> float | None:
     """A finite, non-negative number of seconds from a results document, else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from leaderboard.page_cache import cached_for_anonymous
+from atrex_site.page_cache import cached_for_anonymous
 
 from . import views
 

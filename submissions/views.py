@@ -12,9 +12,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from agents import selectors as agent_selectors
+from atrex_site import charts
 from atrex_site.csv_export import write_rows
-from leaderboard import charts
-from leaderboard import selectors as board_selectors
+from catalogue import selectors as catalogue_selectors
 
 from . import selectors, services
 from .cancellation import NotCancellable, NotYours, submission_can_cancel
@@ -111,8 +111,8 @@ def submission_new(request: HttpRequest) -> HttpResponse:
             response["Retry-After"] = str(error.retry_after_s)
             return response
         return redirect("submissions:detail", pk=submission.pk)
-    form.fields["suite_version"].initial = board_selectors.suite_version_default()
-    default = board_selectors.hardware_default()
+    form.fields["suite_version"].initial = catalogue_selectors.suite_version_default()
+    default = catalogue_selectors.hardware_default()
     served = [state.hardware for state in states if state.serves]
     if served and (default is None or default.slug not in served):
         # Propose hardware a worker serves now rather than a queue nobody consumes.
@@ -153,9 +153,7 @@ def _comparison_chart(
     if not operator_results:
         return None
     rows = (
-        board_selectors.leaderboard_rows(
-            suite=submission.suite_version, hardware=submission.hardware
-        )
+        selectors.scores_on_board(suite=submission.suite_version, hardware=submission.hardware)
         .exclude(submission_id=submission.pk)
         .select_related(None)
         .select_related("submission")

@@ -31,8 +31,8 @@ def pytest_report_header(config) -> list[str]:
 @pytest.fixture
 def catalogue(db):
     """Hardware profiles and the foundation suite in the database."""
+    from catalogue.services import hardware_profiles_sync, suite_version_import
     from evaluator.suite import load_suite
-    from leaderboard.services import hardware_profiles_sync, suite_version_import
 
     hardware_profiles_sync()
     return suite_version_import(suite=load_suite("atrex-bench-v0.1"))

@@ -17,7 +17,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from accounts.services import api_token_create
-from leaderboard.models import HardwareProfile, Shape, SuiteOperator
+from catalogue.models import HardwareProfile, Shape, SuiteOperator
 from submissions.models import Submission
 from submissions.result_import import submission_import_results
 from tests.api.conftest import results_for
@@ -103,7 +103,7 @@ RULES: dict[str, Rule] = {
     "api:redoc": PUBLIC_LIST,
     # Staff curation API.
     **{
-        f"leaderboard:{name}": Rule(status=STAFF_ONLY_API, args=args)
+        f"catalogue:{name}": Rule(status=STAFF_ONLY_API, args=args)
         for name, args in [
             ("staff-suite-versions", ()),
             ("staff-suite-version", ("version",)),

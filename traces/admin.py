@@ -15,8 +15,8 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from leaderboard.models import SuiteVersion
-from leaderboard.services import suite_version_diff
+from catalogue.models import SuiteVersion
+from catalogue.services import suite_version_diff
 
 from . import aggregation, charts, selectors, services
 from .mapping import RulesError, compile_rules, load_rules
@@ -247,7 +247,7 @@ class TraceAdmin(admin.ModelAdmin):
         traces = list(queryset.filter(pk__in=ids) if ids else queryset)
         form = ProposalForm(request.POST or None)
         if request.method == "POST":
-            if not request.user.has_perm("leaderboard.change_suiteversion"):
+            if not request.user.has_perm("catalogue.change_suiteversion"):
                 raise PermissionDenied
             if form.is_valid():
                 data = form.cleaned_data
@@ -314,7 +314,7 @@ class ProposalAdmin(admin.ModelAdmin):
             "traces": traces,
             "diff": suite_version_diff(draft=proposal.draft, against=proposal.base),
             "can_publish": not proposal.draft.is_published
-            and request.user.has_perm("leaderboard.change_suiteversion"),
+            and request.user.has_perm("catalogue.change_suiteversion"),
             **_analysis(traces, coverage=proposal.parameters.get("coverage")),
         }
         return TemplateResponse(request, "traces/admin/proposal.html", context)

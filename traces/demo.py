@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from leaderboard.models import SuiteVersion
+from catalogue.models import SuiteVersion
 
 from . import services
 from .models import Proposal, Trace

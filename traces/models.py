@@ -130,9 +130,9 @@ class Proposal(models.Model):
     """A draft suite version derived from imported traces, with what went into it."""
 
     draft = models.OneToOneField(
-        "leaderboard.SuiteVersion", on_delete=models.CASCADE, related_name="trace_proposal"
+        "catalogue.SuiteVersion", on_delete=models.CASCADE, related_name="trace_proposal"
     )
-    base = models.ForeignKey("leaderboard.SuiteVersion", on_delete=models.PROTECT, related_name="+")
+    base = models.ForeignKey("catalogue.SuiteVersion", on_delete=models.PROTECT, related_name="+")
     traces = models.ManyToManyField(Trace, related_name="proposals")
     parameters = models.JSONField(default=dict)
     # Weights, importance, kept/snapped/new/skipped shapes, coverage: see traces.proposal.

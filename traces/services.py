@@ -4,7 +4,7 @@ A trace upload is stored first (nothing is lost), then read and mapped outside a
 transaction; its rows, its unmapped time and its ``imported`` status are written in one
 transaction. A trace that cannot be read is marked ``failed`` with the error's code and
 message and has no rows. A proposal becomes a draft suite version through
-``leaderboard.services`` (the only writer of suite versions); publishing it stays the
+``catalogue.services`` (the only writer of suite versions); publishing it stays the
 admin's step, through the draft's diff page.
 """
 
@@ -21,10 +21,10 @@ from django.core.files.base import File
 from django.db import transaction
 from django.utils import timezone
 
+from catalogue import services as curation
+from catalogue.models import Operator, Shape, SuiteVersion
 from evaluator.errors import UserError
 from evaluator.upstream import builtin_operator_slugs
-from leaderboard import services as curation
-from leaderboard.models import Operator, Shape, SuiteVersion
 
 from . import aggregation, selectors
 from .mapping import RuleSet, compile_rules

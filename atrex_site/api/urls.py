@@ -10,8 +10,8 @@ from drf_spectacular.views import (
     SpectacularSwaggerSplitView,
 )
 
+from atrex_site.page_cache import cached_for_anonymous
 from leaderboard import api as leaderboard_api
-from leaderboard.page_cache import cached_for_anonymous
 from submissions import api as submissions_api
 
 from .tokens import TokenApi, TokenDetailApi

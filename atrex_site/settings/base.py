@@ -31,8 +31,9 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "leaderboard",
+    "catalogue",
     "submissions",
+    "leaderboard",
     "fleet",
     "accounts",
     "agents",
@@ -162,7 +163,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # Routing, one rule: an evaluation goes to the queue of the hardware profile it targets,
-# "eval.<profile slug>" (leaderboard.models.HardwareProfile.queue; sent by id with
+# "eval.<profile slug>" (catalogue.models.HardwareProfile.queue; sent by id with
 # send_task(queue=...)), consumed only by that hardware's GPU workers, one worker process
 # per GPU; every other task is site work (imports, scoring, exports, the reaper, the fleet
 # registry's sweeps) and goes to the default queue "site", consumed by CPU workers.
@@ -211,7 +212,7 @@ ATREX = {
     "DEFAULT_SUITE": env.str("ATREX_DEFAULT_SUITE", default="atrex-bench-v0.1"),
     "DEFAULT_HARDWARE": env.str("ATREX_DEFAULT_HARDWARE", default="cpu-dev"),
     # Seconds a copy of a public board page is kept for readers without credentials
-    # (leaderboard/page_cache.py; changes retire copies at once with a shared cache).
+    # (atrex_site/page_cache.py; changes retire copies at once with a shared cache).
     "PUBLIC_PAGE_CACHE_S": env.int("ATREX_PUBLIC_PAGE_CACHE_S", default=10),
     # Upload limits (bytes / archive entries).
     "MAX_UPLOAD_BYTES": env.int("ATREX_MAX_UPLOAD_BYTES", default=20 * 1024 * 1024),

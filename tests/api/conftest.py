@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from leaderboard.models import HardwareProfile, SuiteVersion
+from catalogue.models import HardwareProfile, SuiteVersion
 from submissions.models import Submission
 from submissions.result_import import submission_import_results
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from leaderboard.models import Shape
+from catalogue.models import Shape
 
 pytestmark = pytest.mark.django_db
 

@@ -257,7 +257,7 @@ def test_gpu_node_starts_one_pinned_worker_per_gpu(
 def test_migrate_command_migrates_and_loads_the_suites(
     tmp_path, close_other_db_sessions_at_the_end
 ):
-    from leaderboard.models import HardwareProfile, SuiteVersion
+    from catalogue.models import HardwareProfile, SuiteVersion
 
     completed = subprocess.run(
         [str(ENTRYPOINT), "migrate"], env=production_env(tmp_path), cwd=tmp_path,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from leaderboard.models import HardwareProfile, SuiteVersion
+from catalogue.models import HardwareProfile, SuiteVersion
 from submissions.models import Submission
 from submissions.result_import import submission_import_results
 

@@ -7,9 +7,9 @@ import pytest
 from django.core.cache import cache
 from django.urls import reverse
 
-from leaderboard.models import Score
 from submissions.curation import submission_flag_set
-from submissions.models import Submission
+from submissions.models import Score, Submission
+from submissions.scores import scores_refresh_compile_speedup
 from tests.factories import UserFactory
 from tests.leaderboard.results_factory import publish_row
 
@@ -52,6 +52,21 @@ def test_a_new_score_and_a_curation_action_retire_the_copies(client, catalogue, 
     submission_flag_set(submission=second, actor=staff, action="hide", reason="test")
     page = _board(client)
     assert page["X-Atrex-Cache"] == "miss" and b"second row" not in page.content
+
+
+def test_a_bulk_refresh_of_the_compile_speedups_retires_the_copies(client, catalogue, user):
+    """``scores_refresh_compile_speedup`` writes with update() (no post_save); the board
+    still hears of it through ``submissions.scores.scores_changed``."""
+    publish_row(owner=user, suite=catalogue, title="first row", fraction=0.3)
+    assert _board(client)["X-Atrex-Cache"] == "miss"
+    Score.objects.update(geomean_speedup_compile=2.0)  # stale, and no signal sent
+    assert _board(client)["X-Atrex-Cache"] == "hit"
+    score = Score.objects.get()
+    refreshed = scores_refresh_compile_speedup(
+        suite_version_id=score.suite_version_id, hardware_id=score.hardware_id
+    )
+    assert refreshed == 1  # no torch.compile baseline: the stale figure is cleared
+    assert _board(client)["X-Atrex-Cache"] == "miss"
 
 
 def test_the_api_list_is_cached_and_retired_too(client, catalogue, user):

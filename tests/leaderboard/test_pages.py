@@ -13,9 +13,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from leaderboard.models import Score
 from leaderboard.templatetags.figures import contrast_ratio, heat_colours
-from submissions.models import Submission
+from submissions.models import Score, Submission
 from tests.factories import UserFactory
 from tests.leaderboard.results_factory import publish_row
 

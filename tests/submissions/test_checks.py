@@ -12,8 +12,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from catalogue.services import suite_version_import
 from evaluator.suite import load_suite
-from leaderboard.services import suite_version_import
 from submissions.checks import bundle_check
 from submissions.models import Submission
 

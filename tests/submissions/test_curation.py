@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from leaderboard.models import HardwareProfile, Score
+from catalogue.models import HardwareProfile
 from leaderboard.selectors import leaderboard_rows
 from submissions import curation, services
-from submissions.models import CurationLog, EvaluationRun, Submission
+from submissions.models import CurationLog, EvaluationRun, Score, Submission
 from tests.factories import UserFactory
 from tests.leaderboard.results_factory import publish_row
 

@@ -10,8 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from catalogue.models import HardwareProfile
 from fleet.models import WorkerNode
-from leaderboard.models import HardwareProfile
 from submissions import services
 from submissions.models import EvaluationRun, Submission
 from submissions.queues import queue_state, wait_in_words

@@ -7,11 +7,11 @@ import json
 import pytest
 from django.core.management import call_command
 
+from catalogue.models import HardwareProfile
+from catalogue.services import hardware_profiles_sync, suite_version_import
 from evaluator.errors import UserError
 from evaluator.suite import load_suite
-from leaderboard.models import HardwareProfile
 from leaderboard.selectors import leaderboard_rows
-from leaderboard.services import hardware_profiles_sync, suite_version_import
 from submissions.models import Submission
 from submissions.result_import import submission_import_results
 from tests.release import REPO_ROOT

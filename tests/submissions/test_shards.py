@@ -18,9 +18,15 @@ from django.db import connection
 from django.utils import timezone
 
 from atrex_site.celery import app as celery_app
-from leaderboard.models import Score
 from submissions import evaluation, planning, run_split, services, shards
-from submissions.models import EvaluationRun, OperatorResult, Shard, StatusChange, Submission
+from submissions.models import (
+    EvaluationRun,
+    OperatorResult,
+    Score,
+    Shard,
+    StatusChange,
+    Submission,
+)
 from submissions.quotas import submissions_counted
 from submissions.reaper import runs_reap
 from tests.conftest import _database_url, wait_for_status

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from leaderboard import services as curation
+from catalogue import services as curation
 from traces import services
 from traces.proposal import Parameters
 

@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from leaderboard import services as curation
-from leaderboard.models import SuiteVersion
+from catalogue import services as curation
+from catalogue.models import SuiteVersion
 from traces import services
 from traces.models import Application, Trace, TraceRow, UnmappedTime
 from traces.proposal import Parameters

@@ -8,8 +8,8 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from catalogue import selectors
 from evaluator.errors import AtrexError
-from leaderboard import selectors
 from submissions.result_import import submission_import_results
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from leaderboard.models import HardwareProfile
+from catalogue.models import HardwareProfile
 
 
 class Command(BaseCommand):

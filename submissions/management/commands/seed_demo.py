@@ -167,9 +167,9 @@ class Command(BaseCommand):
 
         from django.conf import settings
 
-        from leaderboard import selectors
-        from leaderboard.models import HardwareProfile
-        from leaderboard.services import COMPILE_BASELINE
+        from catalogue import selectors
+        from catalogue.models import HardwareProfile
+        from submissions.scores import COMPILE_BASELINE
 
         suite = selectors.suite_version_pick(slug=None)
         hardware = selectors.hardware_pick(slug=None)
@@ -236,7 +236,7 @@ class Command(BaseCommand):
 
         from django.conf import settings
 
-        from leaderboard import selectors
+        from catalogue import selectors
 
         for item in MEASURED:
             board = f"{item['title']} ({item['suite']} / {item['hardware']})"

@@ -1,7 +1,10 @@
-"""The suite catalogue (operators, hardware, suite versions, shapes) and published scores.
+"""The suite catalogue: operators, hardware profiles, suite versions and their shapes.
 
 A published suite version is immutable: its ``definition`` is the exact suite file the
 evaluator runs, content-hashed; the Operator/Shape rows are a browsable copy of it.
+
+The tables keep the names they had when these models lived in ``leaderboard`` (the move
+changed no data), hence the explicit ``db_table``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class HardwareProfile(models.Model):
     enabled = models.BooleanField(default=True)
 
     class Meta:
+        db_table = "leaderboard_hardwareprofile"
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -47,6 +51,7 @@ class Operator(models.Model):
     enabled = models.BooleanField(default=True)
 
     class Meta:
+        db_table = "leaderboard_operator"
         ordering = ["slug"]
 
     def __str__(self) -> str:
@@ -77,6 +82,7 @@ class SuiteVersion(models.Model):
     )
 
     class Meta:
+        db_table = "leaderboard_suiteversion"
         ordering = ["name", "-published_at"]
         constraints = [
             models.UniqueConstraint(fields=["name", "version"], name="suite_name_version_unique")
@@ -108,11 +114,15 @@ class SuiteOperator(models.Model):
         default=True, help_text="Disabled operators are left out of the published suite."
     )
     description = models.TextField(blank=True)
+    # Importance normalised over a version's enabled operators; set on the rows that
+    # catalogue.services reads for a diff or a build, never stored.
+    effective_importance: float
     # For an operator the evaluator does not implement: {"reference.py": ..., "input.py": ...}
     # from an upstream-format upload. Stored and shipped to workers, never run by the site.
     sources = models.JSONField(default=dict, blank=True)
 
     class Meta:
+        db_table = "leaderboard_suiteoperator"
         ordering = ["-importance"]
         constraints = [
             models.UniqueConstraint(
@@ -149,6 +159,7 @@ class Shape(models.Model):
     description = models.TextField(blank=True)
 
     class Meta:
+        db_table = "leaderboard_shape"
         ordering = ["operator__slug", "shape_id"]
         constraints = [
             models.UniqueConstraint(
@@ -158,34 +169,3 @@ class Shape(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operator.slug}/{self.shape_id} ({self.suite_version})"
-
-
-class Score(models.Model):
-    """A published result: one row per submission on the board, stored denormalised at
-    publish time so that the board never recomputes scores per request."""
-
-    submission = models.OneToOneField(
-        "submissions.Submission", on_delete=models.CASCADE, related_name="score"
-    )
-    run = models.ForeignKey("submissions.EvaluationRun", on_delete=models.PROTECT, related_name="+")
-    suite_version = models.ForeignKey(SuiteVersion, on_delete=models.PROTECT, related_name="scores")
-    hardware = models.ForeignKey(HardwareProfile, on_delete=models.PROTECT, related_name="scores")
-    aggregate = models.FloatField()
-    aggregate_ci_low = models.FloatField(null=True)
-    aggregate_ci_high = models.FloatField(null=True)
-    apparent_pass_rate = models.FloatField()
-    real_pass_rate = models.FloatField()
-    fallback_rate = models.FloatField()
-    geomean_speedup_eager = models.FloatField(null=True)
-    # Against the torch.compile baseline of the same suite version and hardware, over the
-    # shapes that both ran (None until that baseline is published).
-    geomean_speedup_compile = models.FloatField(null=True)
-    # operator slug -> operator score
-    operator_scores = models.JSONField(default=dict)
-    published_at = models.DateTimeField()
-
-    class Meta:
-        indexes = [models.Index(fields=["suite_version", "hardware", "-aggregate"])]
-
-    def __str__(self) -> str:
-        return f"{self.submission_id}: {self.aggregate:.4f}"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from leaderboard import services
-from leaderboard.models import HardwareProfile, Score, Shape, SuiteVersion
+from catalogue import services
+from catalogue.models import HardwareProfile, Shape, SuiteVersion
+from submissions.models import Score
 
 pytestmark = pytest.mark.django_db
 

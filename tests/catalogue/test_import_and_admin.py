@@ -13,9 +13,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
+from catalogue import services
+from catalogue.models import Shape, SuiteVersion
 from evaluator.suite import Suite, load_suite
-from leaderboard import services
-from leaderboard.models import Shape, SuiteVersion
 from tests.release import require_release
 
 pytestmark = pytest.mark.django_db
@@ -86,13 +86,13 @@ def test_import_suite_with_bad_input_names_the_file_and_imports_nothing(tmp_path
 def test_admin_flow_draft_edit_diff_publish(catalogue, staff, client):
     client.force_login(staff)
     response = client.post(
-        reverse("admin:leaderboard_suiteversion_draft", args=[catalogue.pk]),
+        reverse("admin:catalogue_suiteversion_draft", args=[catalogue.pk]),
         {"version_label": "v0.2"},
     )
     draft = SuiteVersion.objects.get(version="v0.2")
     assert response.status_code == 302 and draft.status == "draft"
     shape = draft.shapes.get(operator__slug="rms_norm", shape_id="0")
-    page = client.get(reverse("admin:leaderboard_shape_change", args=[shape.pk]))
+    page = client.get(reverse("admin:catalogue_shape_change", args=[shape.pk]))
     form = page.context["adminform"].form
     data = {name: form[name].value() for name in form.fields}
     data.update(
@@ -102,20 +102,20 @@ def test_admin_flow_draft_edit_diff_publish(catalogue, staff, client):
         w_flops=json.dumps(shape.w_flops),
     )  # noqa: E501
     data = {k: v for k, v in data.items() if v is not None and v is not False}
-    response = client.post(reverse("admin:leaderboard_shape_change", args=[shape.pk]), data)
+    response = client.post(reverse("admin:catalogue_shape_change", args=[shape.pk]), data)
     assert response.status_code == 302, response.context["adminform"].form.errors
     shape.refresh_from_db()
     assert shape.weight == 2.5
-    diff_page = client.get(reverse("admin:leaderboard_suiteversion_diff", args=[draft.pk]))
+    diff_page = client.get(reverse("admin:catalogue_suiteversion_diff", args=[draft.pk]))
     text = diff_page.content.decode()
     assert "rms_norm/0" in text and "2.5" in text and "1 weights" in text
     response = client.post(
-        reverse("admin:leaderboard_suiteversion_publish", args=[draft.pk]), follow=True
+        reverse("admin:catalogue_suiteversion_publish", args=[draft.pk]), follow=True
     )
     draft.refresh_from_db()
     assert draft.status == "published", [str(m) for m in response.context["messages"]]
     # A published shape is read-only in the admin: a POST changes nothing.
-    client.post(reverse("admin:leaderboard_shape_change", args=[shape.pk]), {**data, "weight": "9"})
+    client.post(reverse("admin:catalogue_shape_change", args=[shape.pk]), {**data, "weight": "9"})
     shape.refresh_from_db()
     assert shape.weight == 2.5
 
@@ -127,7 +127,7 @@ def test_admin_publish_refusal_is_shown_as_messages(catalogue, staff, client):
     )
     client.force_login(staff)
     response = client.post(
-        reverse("admin:leaderboard_suiteversion_changelist"),
+        reverse("admin:catalogue_suiteversion_changelist"),
         {"action": "publish", "_selected_action": [draft.pk]},
         follow=True,
     )
@@ -141,7 +141,7 @@ def test_admin_publish_refusal_is_shown_as_messages(catalogue, staff, client):
 def test_admin_upload_adds_an_operator_to_a_draft_or_says_what_is_wrong(catalogue, staff, client):
     draft = services.suite_version_draft_create(from_version=catalogue, version_label="v0.4")
     client.force_login(staff)
-    url = reverse("admin:leaderboard_suiteversion_upload", args=[draft.pk])
+    url = reverse("admin:catalogue_suiteversion_upload", args=[draft.pk])
     bad = client.post(url, {"archive": _operator_zip(**{"reference.py": "class Model(:\n"})})
     assert bad.status_code == 200
     assert "reference.py has a syntax error" in bad.content.decode()
@@ -151,7 +151,7 @@ def test_admin_upload_adds_an_operator_to_a_draft_or_says_what_is_wrong(catalogu
     row = draft.suite_operators.get(operator__slug="scaled_add")
     assert row.sources and draft.shapes.filter(operator__slug="scaled_add").count() == 6
     refused = client.post(
-        reverse("admin:leaderboard_suiteversion_upload", args=[catalogue.pk]),
+        reverse("admin:catalogue_suiteversion_upload", args=[catalogue.pk]),
         {"archive": _operator_zip()},
     )
     assert "published and immutable" in refused.content.decode()
@@ -160,7 +160,7 @@ def test_admin_upload_adds_an_operator_to_a_draft_or_says_what_is_wrong(catalogu
 
 def test_non_staff_users_get_no_admin_and_no_staff_api(catalogue, user, client):
     client.force_login(user)
-    response = client.get(reverse("admin:leaderboard_suiteversion_diff", args=[catalogue.pk]))
+    response = client.get(reverse("admin:catalogue_suiteversion_diff", args=[catalogue.pk]))
     assert response.status_code == 302 and "/login/" in response["Location"]
     shape = catalogue.shapes.first()
     assert (
@@ -205,7 +205,7 @@ def test_staff_api_drafts_edits_and_refuses(catalogue, staff, client):
 def test_shape_list_is_editable_inline_only_when_filtered_to_a_draft(catalogue, staff, client):
     draft = services.suite_version_draft_create(from_version=catalogue, version_label="v0.5")
     client.force_login(staff)
-    url = reverse("admin:leaderboard_shape_changelist")
+    url = reverse("admin:catalogue_shape_changelist")
     assert client.get(url).context["cl"].formset is None
     assert client.get(url, {"suite_version__id__exact": catalogue.pk}).context["cl"].formset is None
     page = client.get(url, {"suite_version__id__exact": draft.pk})

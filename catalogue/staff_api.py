@@ -1,6 +1,6 @@
 """Staff-only JSON API for curation (``/api/staff/...``): the admin's operations, over DRF.
 
-Every write goes through ``leaderboard.services``; a refused request answers 400 (409
+Every write goes through ``catalogue.services``; a refused request answers 400 (409
 for an attempt to change a published version) with ``{"detail", "problems"}``.
 """
 

@@ -18,7 +18,7 @@ from django.urls import URLPattern, path, reverse
 from evaluator.upstream import UpstreamFormatError, read_operator_zip
 
 from . import services
-from .models import HardwareProfile, Operator, Score, Shape, SuiteOperator, SuiteVersion
+from .models import HardwareProfile, Operator, Shape, SuiteOperator, SuiteVersion
 
 
 def _report(request: HttpRequest, error: services.CurationError) -> None:
@@ -164,7 +164,7 @@ class SuiteVersionAdmin(admin.ModelAdmin):
     ]
     inlines = [SuiteOperatorInline, ShapeInline]
     actions = ["create_draft", "show_diff", "publish"]
-    change_form_template = "admin/leaderboard/suiteversion/change_form.html"
+    change_form_template = "admin/catalogue/suiteversion/change_form.html"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         editable = {"description"} if obj is not None and not obj.is_published else set()
@@ -212,7 +212,7 @@ class SuiteVersionAdmin(admin.ModelAdmin):
         version = self._single(request, queryset)
         if version is not None:
             return HttpResponseRedirect(
-                reverse("admin:leaderboard_suiteversion_draft", args=[version.pk])
+                reverse("admin:catalogue_suiteversion_draft", args=[version.pk])
             )
         return None
 
@@ -221,7 +221,7 @@ class SuiteVersionAdmin(admin.ModelAdmin):
         version = self._single(request, queryset)
         if version is not None:
             return HttpResponseRedirect(
-                reverse("admin:leaderboard_suiteversion_diff", args=[version.pk])
+                reverse("admin:catalogue_suiteversion_diff", args=[version.pk])
             )
         return None
 
@@ -245,17 +245,17 @@ class SuiteVersionAdmin(admin.ModelAdmin):
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view
         return [
-            path("<int:pk>/draft/", view(self.draft_view), name="leaderboard_suiteversion_draft"),
-            path("<int:pk>/diff/", view(self.diff_view), name="leaderboard_suiteversion_diff"),
+            path("<int:pk>/draft/", view(self.draft_view), name="catalogue_suiteversion_draft"),
+            path("<int:pk>/diff/", view(self.diff_view), name="catalogue_suiteversion_diff"),
             path(
                 "<int:pk>/publish/",
                 view(self.publish_view),
-                name="leaderboard_suiteversion_publish",
+                name="catalogue_suiteversion_publish",
             ),
             path(
                 "<int:pk>/upload-operator/",
                 view(self.upload_view),
-                name="leaderboard_suiteversion_upload",
+                name="catalogue_suiteversion_upload",
             ),
             *super().get_urls(),
         ]
@@ -275,7 +275,7 @@ class SuiteVersionAdmin(admin.ModelAdmin):
         return get_object_or_404(SuiteVersion, pk=pk)
 
     def _change_url(self, version: SuiteVersion) -> str:
-        return reverse("admin:leaderboard_suiteversion_change", args=[version.pk])
+        return reverse("admin:catalogue_suiteversion_change", args=[version.pk])
 
     def draft_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         version = self._version(request, pk)
@@ -294,7 +294,7 @@ class SuiteVersionAdmin(admin.ModelAdmin):
                 return HttpResponseRedirect(self._change_url(draft))
         context = self._context(request, version, f"Create a draft from {version.slug}")
         context["form"] = form
-        return TemplateResponse(request, "leaderboard/admin/draft_form.html", context)
+        return TemplateResponse(request, "catalogue/admin/draft_form.html", context)
 
     def diff_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         version = self._version(request, pk)
@@ -307,7 +307,7 @@ class SuiteVersionAdmin(admin.ModelAdmin):
             services.suite_version_diff(draft=version, against=against) if against else None
         )
         context["can_publish"] = not version.is_published and self.has_change_permission(request)
-        return TemplateResponse(request, "leaderboard/admin/diff.html", context)
+        return TemplateResponse(request, "catalogue/admin/diff.html", context)
 
     def publish_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         version = self._version(request, pk)
@@ -343,7 +343,7 @@ class SuiteVersionAdmin(admin.ModelAdmin):
                 return HttpResponseRedirect(self._change_url(version))
         context = self._context(request, version, f"Add an uploaded operator to {version.slug}")
         context["form"] = form
-        return TemplateResponse(request, "leaderboard/admin/upload_operator.html", context)
+        return TemplateResponse(request, "catalogue/admin/upload_operator.html", context)
 
 
 # --------------------------------------------------------------------------- shapes
@@ -441,9 +441,3 @@ class ShapeAdmin(admin.ModelAdmin):
 
     def delete_model(self, request: HttpRequest, obj: Shape) -> None:
         services.shape_delete(shape=obj)
-
-
-@admin.register(Score)
-class ScoreAdmin(admin.ModelAdmin):
-    list_display = ["submission", "suite_version", "hardware", "aggregate", "published_at"]
-    list_filter = ["suite_version", "hardware"]

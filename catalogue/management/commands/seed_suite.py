@@ -2,9 +2,9 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
+from catalogue.services import CurationError, hardware_profiles_sync, suite_version_import
 from evaluator.errors import AtrexError
 from evaluator.suite import list_suites, load_suite
-from leaderboard.services import CurationError, hardware_profiles_sync, suite_version_import
 
 
 class Command(BaseCommand):

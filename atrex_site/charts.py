@@ -1,8 +1,9 @@
 """Plotly figures for the pages, as plain JSON-ready dicts ({"data", "layout"}).
 
 The figures are built here from rows the views already loaded, so that the server needs
-only the plotly package's JavaScript (served by ``views.plotly_js``), and every chart has
-a table next to it that works without JavaScript.
+only the plotly package's JavaScript (served by ``leaderboard.views.plotly_js``), and every
+chart has a table next to it that works without JavaScript. Shared by the board
+(``leaderboard``) and the submission pages (``submissions``), so it belongs to neither.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ a cache shared by every process (Redis in production: ``DJANGO_CACHE_URL``), a c
 visible at the next request. With the per-process default cache, a change made in another
 process (a worker publishing) is seen when the copy expires: ``ATREX["PUBLIC_PAGE_CACHE_S"]``
 seconds at most (0 turns the cache off).
+
+It lives here, beside the settings, because the board (``leaderboard``) and the
+submission pages (``submissions``) both use it, and ``submissions`` must not import the
+board; ``leaderboard``'s app config connects the signals that bump the generation.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from catalogue.services import CurationError, suite_version_import_release
 from evaluator.upstream import UpstreamFormatError, read_release
-from leaderboard.services import CurationError, suite_version_import_release
 
 
 class Command(BaseCommand):
