@@ -683,7 +683,6 @@ def suite_version_check(
     return suite, sources, problems
 
 
-@transaction.atomic
 def suite_version_publish(*, draft: SuiteVersion, actor: Any) -> SuiteVersion:
     """Validate a draft and freeze it: definition rebuilt from its rows, hash recomputed.
 
@@ -691,30 +690,46 @@ def suite_version_publish(*, draft: SuiteVersion, actor: Any) -> SuiteVersion:
     evaluator's ``validate-suite`` rejects a shape (kwargs the reference refuses, ...), or
     when a version with the same content already exists. Rows of the published version
     then carry the normalised importance that its definition holds.
+
+    The check, which runs the evaluator in a child process for seconds, holds no
+    transaction: on SQLite a write transaction is the whole database's lock, and the
+    worker's heartbeats and the reaper must go on meanwhile. The short transaction that
+    publishes then rebuilds the draft under its row lock and refuses if its content changed
+    since it was checked.
     """
-    draft = SuiteVersion.objects.select_for_update().get(pk=draft.pk)
+    draft = SuiteVersion.objects.get(pk=draft.pk)
     _require_draft(draft)
     suite, sources, problems = suite_version_check(version=draft)
     if problems:
         raise CurationError(f"{draft.slug} cannot be published.", problems)
-    content_hash = version_content_hash(suite, sources)
-    twin = SuiteVersion.objects.filter(content_hash=content_hash).exclude(pk=draft.pk).first()
-    if twin is not None:
-        raise CurationError(
-            f"{draft.slug} cannot be published: its content is identical to {twin.slug}."
+    checked_hash = version_content_hash(suite, sources)
+    with transaction.atomic():
+        draft = SuiteVersion.objects.select_for_update().get(pk=draft.pk)
+        _require_draft(draft)
+        suite, sources = suite_version_build(version=draft)
+        content_hash = version_content_hash(suite, sources)
+        if content_hash != checked_hash:
+            raise CurationError(
+                f"{draft.slug} was edited while it was being checked; publish it again to "
+                "check what it holds now."
+            )
+        twin = SuiteVersion.objects.filter(content_hash=content_hash).exclude(pk=draft.pk).first()
+        if twin is not None:
+            raise CurationError(
+                f"{draft.slug} cannot be published: its content is identical to {twin.slug}."
+            )
+        normalised = suite.importance()
+        for row in draft.suite_operators.filter(enabled=True).select_related("operator"):
+            row.importance = normalised[row.operator.slug]
+            row.save(update_fields=["importance"])
+        draft.definition = suite_definition(suite, sources)
+        draft.content_hash = content_hash
+        draft.status = SuiteVersion.Status.PUBLISHED
+        draft.published_at = timezone.now()
+        draft.published_by = actor if getattr(actor, "pk", None) else None
+        draft.save(
+            update_fields=["definition", "content_hash", "status", "published_at", "published_by"]
         )
-    normalised = suite.importance()
-    for row in draft.suite_operators.filter(enabled=True).select_related("operator"):
-        row.importance = normalised[row.operator.slug]
-        row.save(update_fields=["importance"])
-    draft.definition = suite_definition(suite, sources)
-    draft.content_hash = content_hash
-    draft.status = SuiteVersion.Status.PUBLISHED
-    draft.published_at = timezone.now()
-    draft.published_by = actor if getattr(actor, "pk", None) else None
-    draft.save(
-        update_fields=["definition", "content_hash", "status", "published_at", "published_by"]
-    )
     return draft
 
 

@@ -219,3 +219,42 @@ def test_hardware_profile_is_editable_with_checks(catalogue):
 def test_shape_row_ordering_is_stable_for_numeric_ids(draft):
     ids = [s.shape_id for s in services.suite_version_build(version=draft)[0].shapes]
     assert len(ids) == Shape.objects.filter(suite_version=draft, enabled=True).count()
+
+
+def test_the_validation_child_runs_outside_any_transaction(catalogue, draft, monkeypatch):
+    """On SQLite a write transaction locks the whole database: the worker's heartbeats and
+    the reaper must not wait for the seconds the evaluator's validate-suite takes."""
+    from django.db import connection
+
+    seen = []
+    real_check = services.suite_definition_check
+
+    def watched(*, definition):
+        seen.append(len(connection.atomic_blocks))
+        return real_check(definition=definition)
+
+    monkeypatch.setattr(services, "suite_definition_check", watched)
+    depth = len(connection.atomic_blocks)  # the test's own transaction, if any
+    published = services.suite_version_publish(draft=draft, actor=None)
+    assert published.status == "published"
+    assert seen == [depth]  # publish opened no transaction around the check
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_draft_edited_while_it_is_checked_is_not_published(catalogue, monkeypatch):
+    draft = services.suite_version_draft_create(from_version=catalogue, version_label="v0.3")
+    real_check = services.suite_definition_check
+
+    def edit_meanwhile(*, definition):
+        result = real_check(definition=definition)
+        services.shape_update(
+            shape=draft.shapes.get(operator__slug="rms_norm", shape_id="0"), weight=7.0
+        )
+        return result
+
+    monkeypatch.setattr(services, "suite_definition_check", edit_meanwhile)
+    with pytest.raises(services.CurationError) as caught:
+        services.suite_version_publish(draft=draft, actor=None)
+    assert "was edited while it was being checked" in caught.value.message
+    draft.refresh_from_db()
+    assert draft.status == "draft"
