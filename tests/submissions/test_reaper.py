@@ -23,6 +23,7 @@ from submissions import evaluation, services, shards
 from submissions.models import EvaluationRun, OperatorResult, Shard, Submission
 from submissions.quotas import submissions_counted
 from submissions.reaper import runs_reap
+from tests.factories import WorkerNodeFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -60,14 +61,7 @@ def queued(catalogue, user):
 def serving_worker(catalogue):
     """A worker for the CPU profile, online: the queue is served, so a shard nobody takes
     means its message was lost."""
-    from fleet.models import WorkerNode
-
-    now = timezone.now()
-    return WorkerNode.objects.create(
-        name="eval-cpu@tests", hostname="tests", hardware_profile="cpu-dev",
-        queues=["eval.cpu-dev"], status=WorkerNode.Status.ONLINE, started_at=now,
-        last_heartbeat_at=now,
-    )  # fmt: skip
+    return WorkerNodeFactory()
 
 
 def _running(run: EvaluationRun, *, worker: str, heartbeat_age_s: float) -> Shard:

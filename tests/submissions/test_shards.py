@@ -30,6 +30,7 @@ from submissions.models import (
 from submissions.quotas import submissions_counted
 from submissions.reaper import runs_reap
 from tests.conftest import _database_url, wait_for_status
+from tests.factories import WorkerNodeFactory
 
 Status = Submission.Status
 ShardStatus = Shard.Status
@@ -268,6 +269,7 @@ def test_reaper_redoes_only_the_stale_shard_then_fails_at_the_cap(
 def test_queued_shard_whose_message_was_lost_is_sent_again_then_fails(
     catalogue, user, example_zip, sharded, settings
 ):
+    WorkerNodeFactory()  # the queue is served: a shard nobody takes lost its message
     submission = _submit(user, example_zip)
     first, second = submission.runs.get().shards.order_by("index")
     old = timezone.now() - timedelta(seconds=settings.ATREX["QUEUED_GRACE_S"] + 60)
