@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # their own torch and triton (see README, "GPU workers").
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo test browser lint audit
+.PHONY: install demo test test-fast browser lint audit
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -32,10 +32,24 @@ demo: install
 	$(PY) manage.py seed_demo
 	$(PY) manage.py rundev
 
+# The whole suite on PYTEST_WORKERS processes (pytest-xdist; each on its own test slot, from
+# ATREX_TEST_SLOT up; a test module, and the tests of one shared worker stack, stay on one
+# process). PYTEST_WORKERS=0 runs it in this process alone. pytest runs with bytecode writes
+# on even where PYTHONDONTWRITEBYTECODE is set: otherwise every run, every xdist worker and
+# every process a test starts compiles the project again, and pytest re-rewrites the asserts
+# of ~520 modules (its plugins' whole packages, schemathesis and hypothesis among them):
+# about 11 s of CPU per pytest process here. The caches are git-ignored __pycache__ folders.
+PYTEST_WORKERS ?= 2
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
 test: install browser
 	$(VENV)/bin/ruff check .
 	$(PY) scripts/bandit_check.py
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PYTEST) -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# The inner loop's subset (README, "Tests"): no browser, no GPU, nothing marked slow (no
+# real worker process, no full evaluation); under 2 minutes on the 2-core machine.
+test-fast: install
+	$(PYTEST) -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow and not browser and not gpu" -q $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -14,6 +14,58 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+# Tests that share an expensive session fixture run on one pytest-xdist worker, so that a
+# parallel run (``-n 2``, see README "Tests") starts it once, as a serial run does.
+SHARED_FIXTURE_GROUPS = {
+    "celery_worker_process": "celery-worker",
+    "vllm_moe_trace": "recorded-traces",
+    "plain_trace": "recorded-traces",
+}
+
+
+def pytest_configure(config) -> None:
+    """Under pytest-xdist, on the controller: each worker gets its own test slot (the test
+    database, Redis database and folders of ``atrex_site/settings/test.py``), numbered
+    from this run's ATREX_TEST_SLOT up (slot 1 and ``-n 3``: workers on slots 1, 2, 3).
+    The slot must be in the worker's environment before Django's settings load there, so
+    it travels in the worker's execnet spec (``popen//env:...``), set before pytest starts
+    in that process. pytest-django then appends its own ``_gw<n>`` to the database name,
+    which changes nothing else."""
+    specs = getattr(config.option, "tx", None)
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    if not specs:
+        return
+    first = int(os.environ.get("ATREX_TEST_SLOT") or 0)
+    if first + len(specs) - 1 > 7:
+        raise pytest.UsageError(
+            f"ATREX_TEST_SLOT={first} and {len(specs)} xdist workers need slots "
+            f"{first}-{first + len(specs) - 1}; there are only 0-7"
+        )
+    config.option.tx = [
+        spec if "env:ATREX_TEST_SLOT=" in spec else f"{spec}//env:ATREX_TEST_SLOT={first + i}"
+        for i, spec in enumerate(specs)
+    ]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Groups for ``--dist loadgroup`` (before xdist reads them): a test module runs on one
+    worker (its module-scoped fixtures are built once), and so do the tests of each shared
+    session fixture in SHARED_FIXTURE_GROUPS. An explicit ``xdist_group`` mark wins. Outside
+    xdist the marks change nothing."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        shared = [
+            SHARED_FIXTURE_GROUPS[name]
+            for name in item.fixturenames
+            if name in SHARED_FIXTURE_GROUPS
+        ]
+        group = shared[0] if shared else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_report_header(config) -> list[str]:
     database = settings.DATABASES["default"]
     engine = database["ENGINE"].rsplit(".", 1)[-1]
