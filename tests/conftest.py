@@ -15,12 +15,37 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 # Tests that share an expensive session fixture run on one pytest-xdist worker, so that a
-# parallel run (``-n 2``, see README "Tests") starts it once, as a serial run does.
+# parallel run (``make test``: ``-n 2 --dist loadgroup``, see README "Tests") starts it
+# once, as a serial run does: the test files that use it, by group. Every other test file
+# is a group of its own (its module-scoped fixtures are built once). pytest_itemcollected
+# fails a run in which a test uses one of these fixtures from a file not listed here.
 SHARED_FIXTURE_GROUPS = {
     "celery_worker_process": "celery-worker",
     "vllm_moe_trace": "recorded-traces",
     "plain_trace": "recorded-traces",
 }
+GROUP_FILES = {
+    "celery-worker": {
+        "tests/agents/test_campaign_worker.py",
+        "tests/browser/test_upload_flow.py",
+        "tests/submissions/test_sandbox_worker.py",
+        "tests/submissions/test_worker.py",
+    },
+    "recorded-traces": {
+        "tests/traces/test_admin.py",
+        "tests/traces/test_mapping.py",
+        "tests/traces/test_parsing.py",
+        "tests/traces/test_proposal_v1.py",
+        "tests/traces/test_services.py",
+    },
+}
+_GROUP_OF_FILE = {path: group for group, paths in GROUP_FILES.items() for path in paths}
+
+
+def xdist_unit(nodeid: str) -> str:
+    """The xdist work unit of a test: its file's group, else its file."""
+    path = nodeid.split("::", 1)[0]
+    return _GROUP_OF_FILE.get(path, path)
 
 
 def pytest_configure(config) -> None:
@@ -48,22 +73,30 @@ def pytest_configure(config) -> None:
     ]
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items) -> None:
-    """Groups for ``--dist loadgroup`` (before xdist reads them): a test module runs on one
-    worker (its module-scoped fixtures are built once), and so do the tests of each shared
-    session fixture in SHARED_FIXTURE_GROUPS. An explicit ``xdist_group`` mark wins. Outside
-    xdist the marks change nothing."""
-    for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        shared = [
-            SHARED_FIXTURE_GROUPS[name]
-            for name in item.fixturenames
-            if name in SHARED_FIXTURE_GROUPS
-        ]
-        group = shared[0] if shared else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_itemcollected(item) -> None:
+    """A test that uses a shared session fixture must be in a file of that fixture's group
+    (GROUP_FILES), or a parallel run would start the fixture again on another worker."""
+    for name in getattr(item, "fixturenames", ()):
+        group = SHARED_FIXTURE_GROUPS.get(name)
+        if group and xdist_unit(item.nodeid) != group:
+            raise pytest.UsageError(
+                f"{item.nodeid} uses {name}: add its file to GROUP_FILES[{group!r}] in "
+                "tests/conftest.py"
+            )
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: whole files (or GROUP_FILES groups) to one worker each. (xdist's
+    own grouping by ``xdist_group`` marks rewrites node ids in a way pytest 9.2 ignores.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_unit(nodeid)
+
+    return FileGroupScheduling(config, log)
 
 
 def pytest_report_header(config) -> list[str]:
