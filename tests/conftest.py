@@ -14,6 +14,104 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+# Tests that share an expensive session fixture run on one pytest-xdist worker, so that a
+# parallel run (``make test``: ``-n 2 --dist loadgroup``, see README "Tests") starts it
+# once, as a serial run does: the test files that use it, by group. Every other test file
+# is a group of its own (its module-scoped fixtures are built once). pytest_itemcollected
+# fails a run in which a test uses one of these fixtures from a file not listed here.
+SHARED_FIXTURE_GROUPS = {
+    "celery_worker_process": "celery-worker",
+    "vllm_moe_trace": "recorded-traces",
+    "plain_trace": "recorded-traces",
+}
+GROUP_FILES = {
+    "celery-worker": {
+        "tests/agents/test_campaign_worker.py",
+        "tests/browser/test_upload_flow.py",
+        "tests/submissions/test_sandbox_worker.py",
+        "tests/submissions/test_worker.py",
+    },
+    "recorded-traces": {
+        "tests/traces/test_admin.py",
+        "tests/traces/test_mapping.py",
+        "tests/traces/test_parsing.py",
+        "tests/traces/test_proposal_v1.py",
+        "tests/traces/test_services.py",
+    },
+}
+_GROUP_OF_FILE = {path: group for group, paths in GROUP_FILES.items() for path in paths}
+
+
+def xdist_unit(nodeid: str) -> str:
+    """The xdist work unit of a test: its file's group, else its file."""
+    path = nodeid.split("::", 1)[0]
+    return _GROUP_OF_FILE.get(path, path)
+
+
+def pytest_configure(config) -> None:
+    """Under pytest-xdist, on the controller: each worker gets its own test slot (the test
+    database, Redis database and folders of ``atrex_site/settings/test.py``), numbered
+    from this run's ATREX_TEST_SLOT up (slot 1 and ``-n 3``: workers on slots 1, 2, 3).
+    The slot must be in the worker's environment before Django's settings load there, so
+    it travels in the worker's execnet spec (``popen//env:...``), set before pytest starts
+    in that process. pytest-django then appends its own ``_gw<n>`` to the database name,
+    which changes nothing else."""
+    specs = getattr(config.option, "tx", None)
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    if not specs:
+        return
+    first = int(os.environ.get("ATREX_TEST_SLOT") or 0)
+    if first + len(specs) - 1 > 7:
+        raise pytest.UsageError(
+            f"ATREX_TEST_SLOT={first} and {len(specs)} xdist workers need slots "
+            f"{first}-{first + len(specs) - 1}; there are only 0-7"
+        )
+    config.option.tx = [
+        spec if "env:ATREX_TEST_SLOT=" in spec else f"{spec}//env:ATREX_TEST_SLOT={first + i}"
+        for i, spec in enumerate(specs)
+    ]
+
+
+def pytest_itemcollected(item) -> None:
+    """A test that uses a shared session fixture must be in a file of that fixture's group
+    (GROUP_FILES), or a parallel run would start the fixture again on another worker."""
+    for name in getattr(item, "fixturenames", ()):
+        group = SHARED_FIXTURE_GROUPS.get(name)
+        if group and xdist_unit(item.nodeid) != group:
+            raise pytest.UsageError(
+                f"{item.nodeid} uses {name}: add its file to GROUP_FILES[{group!r}] in "
+                "tests/conftest.py"
+            )
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: whole files (or GROUP_FILES groups) to one worker each. (xdist's
+    own grouping by ``xdist_group`` marks rewrites node ids in a way pytest 9.2 ignores.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_unit(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            # As LoadScopeScheduling's, but a node id that several tests share (the 15
+            # schemathesis cases of tests/api/test_schemathesis.py have one) sends every
+            # one of them, not only the first: xdist's own sent 1 of the 15. The node runs
+            # all it was sent before it shuts down.
+            scope, work_unit = self.workqueue.popitem(last=False)
+            self.assigned_work.setdefault(node, {})[scope] = work_unit
+            collection = self.registered_collections[node]
+            wanted = {nodeid for nodeid, completed in work_unit.items() if not completed}
+            node.send_runtest_some(
+                [index for index, nodeid in enumerate(collection) if nodeid in wanted]
+            )
+
+    return FileGroupScheduling(config, log)
+
+
 def pytest_report_header(config) -> list[str]:
     database = settings.DATABASES["default"]
     engine = database["ENGINE"].rsplit(".", 1)[-1]
