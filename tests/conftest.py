@@ -120,10 +120,43 @@ def pytest_report_header(config) -> list[str]:
         if database.get("HOST")
         else database["NAME"]
     )
+    from tests.release import DATA_DIR
+
+    release = (
+        f"atrex: release data = {DATA_DIR}"
+        if DATA_DIR.is_dir()
+        else f"atrex: release data NOT FOUND at {DATA_DIR}: the tests that compare with the "
+        "public release will SKIP (put the release's shared/ beside the clone, or set "
+        "ATREX_BENCH_DIR; CI fails instead)"
+    )
     return [
         f"atrex: database = {engine} ({where})",
         f"atrex: celery broker = {settings.CELERY_BROKER_URL}",
+        release,
     ]
+
+
+def release_skips(reports) -> int:
+    """How many of the skipped test reports were skipped for want of the release data."""
+    from tests.release import MISSING_RELEASE
+
+    return sum(1 for report in reports if MISSING_RELEASE in str(report.longrepr))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Say loudly, at the end, that tests skipped because the release data is missing."""
+    skipped = release_skips(terminalreporter.stats.get("skipped", []))
+    if skipped:
+        terminalreporter.write_sep(
+            "!",
+            f"{skipped} tests SKIPPED: the public Atrex-Bench release data is missing",
+            red=True,
+        )
+        terminalreporter.write_line(
+            "They compare the suite, the references and the work models with the release. "
+            "Put the release's shared/ folder beside the clone (../shared/atrex-bench) or set "
+            "ATREX_BENCH_DIR, and run them again; CI (ATREX_TEST_REQUIRE_RELEASE=1) fails instead."
+        )
 
 
 @pytest.fixture
