@@ -56,11 +56,14 @@ def submission_queue(*, submission: Submission, run: EvaluationRun | None) -> di
         return None
     state = queue_state(hardware=submission.hardware)
     workers = state.workers_online
-    note = (
-        f"Number {position['position']} in the queue for {state.name} · "
-        f"{workers} worker{'s' if workers != 1 else ''} online · "
-        f"{wait_in_words(position['wait_s'], state)}"
-    )
+    place = f"Number {position['position']} in the queue for {state.name}"
+    if not state.serves:
+        note = f"{place} · no worker for it is online: it waits until one starts"
+    else:
+        note = (
+            f"{place} · {workers} worker{'s' if workers != 1 else ''} online · "
+            f"{wait_in_words(position['wait_s'], state)}"
+        )
     return {
         "position": position["position"],
         "workers_online": workers,

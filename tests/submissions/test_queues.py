@@ -105,3 +105,12 @@ def test_the_queues_api_lists_every_enabled_hardware(catalogue, user):
     by_slug = {row["hardware"]: row for row in body}
     assert by_slug["cpu-dev"]["serves"] is True and by_slug["cpu-dev"]["new_wait_s"] == 0.0
     assert by_slug["h20"]["serves"] is False and by_slug["h20"]["new_wait_s"] is None
+
+
+def test_a_queued_submission_without_a_worker_says_it_waits_for_one(catalogue, user):
+    submission = services.submission_create(owner=user, upload=_zip({"rms_norm.py": MODEL}))
+    note = client_progress(submission)["queue"]["note"]
+    assert note == (
+        "Number 1 in the queue for CPU development profile (nominal 2-core box) · no worker "
+        "for it is online: it waits until one starts"
+    )
