@@ -22,24 +22,28 @@ SUITE = load_suite("atrex-bench-v1")
 CPU = torch.device("cpu")
 RUN_SEED = 20261202
 # Real (published) shapes checked on the CPU: per operator, the two cheapest whose bytes
-# moved and FLOPs stay under these limits (an operator with none is covered by its smoke
-# shapes and variants only).
-REAL_SHAPE_BYTES = 40_000_000
-REAL_SHAPE_FLOPS = 2_000_000_000
-REAL_SHAPES_PER_OPERATOR = 2
+# moved and FLOPs stay under the small limits, or, for an operator with none, its cheapest
+# under the large ones (every v1 operator has one; those are marked slow: up to a minute or
+# two on a loaded 2-core host, mostly the fp8 MoE input generator quantising its experts).
+SMALL_SHAPE = (40_000_000, 2_000_000_000)
+LARGE_SHAPE = (160_000_000, 4_000_000_000)
 
 
-def _real_shapes() -> list[tuple[str, object]]:
+def _cost(shape) -> tuple[int, int, str]:
+    return (shape.q_read + shape.q_write, sum(shape.w_flops.values()), shape.shape_id)
+
+
+def _real_shapes() -> list[tuple[str, object, bool]]:
+    """(operator, shape, large) for the real shapes checked."""
     chosen = []
     for operator in SUITE.operator_slugs():
-        small = [
-            shape
-            for shape in SUITE.shapes_for(operator, "full")
-            if shape.q_read + shape.q_write <= REAL_SHAPE_BYTES
-            and sum(shape.w_flops.values()) <= REAL_SHAPE_FLOPS
-        ]
-        small.sort(key=lambda s: (s.q_read + s.q_write, sum(s.w_flops.values()), s.shape_id))
-        chosen += [(operator, shape) for shape in small[:REAL_SHAPES_PER_OPERATOR]]
+        shapes = sorted(SUITE.shapes_for(operator, "full"), key=_cost)
+        for (max_bytes, max_flops), count in ((SMALL_SHAPE, 2), (LARGE_SHAPE, 1)):
+            fit = [s for s in shapes if _cost(s)[0] <= max_bytes and _cost(s)[1] <= max_flops]
+            if fit:
+                large = max_bytes == LARGE_SHAPE[0]
+                chosen += [(operator, shape, large) for shape in fit[:count]]
+                break
     return chosen
 
 
@@ -88,16 +92,19 @@ def test_baseline_passes_the_operators_check_on_every_smoke_shape(operator):
 
 
 @pytest.mark.parametrize(
-    ("operator", "shape"), REAL_SHAPES, ids=[f"{op}-{s.shape_id}" for op, s in REAL_SHAPES]
+    ("operator", "shape"),
+    [
+        pytest.param(op, shape, id=f"{op}-{shape.shape_id}", marks=[pytest.mark.slow] * large)
+        for op, shape, large in REAL_SHAPES
+    ],
 )
 def test_baseline_passes_the_operators_check_on_a_real_shape(operator, shape):
     result = _check(operator, shape, trials=1)
     assert result.ok, f"{operator}/{shape.shape_id}: {result.error}"
 
 
-def test_real_shapes_cover_most_operators():
-    # If the limits above are ever lowered this much, the real-shape check says little.
-    assert len({operator for operator, _ in REAL_SHAPES}) >= 24
+def test_every_operator_is_checked_at_a_real_shape():
+    assert {operator for operator, _, _ in REAL_SHAPES} == set(SUITE.operator_slugs())
 
 
 @pytest.mark.parametrize("operator", [op for op in SUITE.operator_slugs() if variants_for(op)])
