@@ -1,14 +1,38 @@
-"""The PyTorch baselines: time every operator's reference at every shape of a suite, run
-eagerly (``--mode eager``) or through ``torch.compile`` (``--mode compile``).
+"""The PyTorch baselines: time every operator's eager baseline (``--mode baseline``), its
+reference run eagerly (``--mode eager``) or through ``torch.compile`` (``--mode compile``)
+at every shape of a suite.
 
-These are the board's "PyTorch eager" and "torch.compile" rows: the reference itself,
-timed with the evaluator's CUDA timer (L2 flushed, device synchronised, CUDA events), with
-its roofline fraction against a hardware profile. It prints a table per operator and
-writes JSON. Both rows are PyTorch, so both are fallbacks (score 0); their per-shape times
-are the denominators of the speedups over eager and over torch.compile.
+``--mode baseline`` times ``evaluator/baselines/<operator>.py``: the PyTorch a practitioner
+writes for the operator (library calls, batched tensor operations; docs/baselines.md says
+per operator what it does), the same interface as the reference, checked against it by the
+operator's own correctness policy in CI (tests/evaluator/test_baselines.py). Its times are
+the board's eager row and the denominator of "speedup over eager" (issue 21: the references
+are the correctness oracle, with fp32 arithmetic and bounded memory, and are up to 15x
+slower than such PyTorch on some operators). ``--mode eager`` keeps timing the references
+(the oracle's own speed, for comparison); ``--mode compile`` compiles the references.
+
+Every mode times with the same code: the evaluator's timer (on CUDA: L2 flushed, device
+synchronised, CUDA events; median of at least 10 repetitions, 3 for calls above 0.1 s),
+after one untimed first call, inputs drawn with seed 1234 from the operator's generator,
+under ``torch.inference_mode``; each shape gets its roofline fraction against a hardware
+profile. It prints a table per operator and writes JSON. All rows are PyTorch, so all are
+fallbacks (score 0); their per-shape times are the denominators of the speedups.
+
+In baseline mode each shape is first checked on the timing device (one correctness trial of
+the baseline against the reference, ``evaluator.correctness.check_shape`` with the
+operator's policy, as a submission's shape is checked; ``--no-check`` skips it): a shape
+whose baseline fails is recorded ``incorrect`` with the check's message and not timed, so a
+baseline that is wrong on the GPU never becomes a denominator. The board's new eager row:
+
+    python bench/reference_baseline.py --mode baseline --suite atrex-bench-v1 \
+        --hardware h200-sxm --out results/<date>-h200/eager-baseline-v1-h200.json
+
+and for the references, as before:
 
     python bench/reference_baseline.py --suite atrex-bench-v1 --hardware h200-sxm \
         --out results/reference-baseline.json [--operators a,b] [--deadline-s 500]
+
+On a CPU, for a smoke run: ``--device cpu --hardware cpu-dev --shape-set smoke``.
 
 In compile mode each operator starts from a fresh dynamo state (``torch._dynamo.reset()``)
 and its reference module's ``forward`` (one module per distinct ``init_kwargs``) is compiled
@@ -50,6 +74,8 @@ from pathlib import Path
 
 import torch
 
+from evaluator.baselines import get_baseline
+from evaluator.correctness import CandidateError, check_shape
 from evaluator.environment import collect_environment
 from evaluator.hardware import get_profile
 from evaluator.operators import get_operator
@@ -63,6 +89,8 @@ SLOW_CALL_S = 0.1
 
 
 WHAT = {
+    "baseline": "Eager baseline of every operator (evaluator/baselines/: the PyTorch a "
+    "practitioner writes, checked against the reference), timed by the evaluator's timer",
     "eager": "PyTorch eager reference of every operator, timed by the evaluator's timer",
     "compile": "torch.compile of the PyTorch reference of every operator, timed by the "
     "evaluator's timer",
@@ -76,6 +104,8 @@ recompile for new sizes with dynamic dimensions instead of starting over)."""
 
 
 def _model(spec, shape, *, device: str, mode: str, dynamic: bool | None = None) -> torch.nn.Module:
+    if mode == "baseline":
+        return get_baseline(spec.slug)(**(shape.init_kwargs or {})).to(device)
     if mode != "compile":
         return spec.build_reference(shape.init_kwargs).to(device)
     key = (spec.slug, json.dumps(shape.init_kwargs, sort_keys=True))
@@ -84,6 +114,34 @@ def _model(spec, shape, *, device: str, mode: str, dynamic: bool | None = None) 
         model.forward = torch.compile(model.forward, dynamic=dynamic)
         _COMPILED[key] = model
     return _COMPILED[key]
+
+
+CHECK_SEED = 2026
+
+
+def check_baseline(spec, shape, *, device: str) -> str | None:
+    """One correctness trial of the operator's baseline against its reference at this shape
+    on ``device`` (the operator's policy, as a submission's shape is checked): None when it
+    passes, else the check's message."""
+    reference = spec.build_reference(shape.init_kwargs).to(device)
+    baseline = _model(spec, shape, device=device, mode="baseline")
+    try:
+        result = check_shape(
+            spec=spec,
+            reference=reference,
+            candidate=baseline,
+            shape_id=shape.shape_id,
+            input_kwargs=shape.input_kwargs,
+            device=torch.device(device),
+            run_seed=CHECK_SEED,
+            trials=1,
+        )
+    except CandidateError as error:
+        return error.message
+    finally:
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    return None if result.ok else result.error
 
 
 class FirstCallDeadline(Exception):
@@ -236,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--mode", choices=sorted(WHAT), default="eager")
     parser.add_argument(
+        "--no-check",
+        action="store_true",
+        help="baseline mode: time the baselines without first checking each shape against "
+        "the reference on the device",
+    )
+    parser.add_argument(
         "--warm-only",
         action="store_true",
         help="compile mode: only each shape's first call (the compilation), untimed",
@@ -284,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         "environment": collect_environment(args.device),
         "started_at": datetime.now(UTC).isoformat(),
         "compile_dynamic": bool(args.dynamic) if args.mode == "compile" else None,
+        "checked_against_reference": args.mode == "baseline" and not args.no_check,
         "operators": [],
     }
     if args.mode == "compile" and args.precompile_jobs and not args.warm_only:
@@ -331,6 +396,13 @@ def main(argv: list[str] | None = None) -> int:
                 operator_end = operator_started + 2 * args.operator_deadline_s
                 limit_s = min(limit_s, operator_end - time.monotonic())
             try:
+                if args.mode == "baseline" and not args.no_check:
+                    problem = check_baseline(spec, shape, device=args.device)
+                    if problem is not None:
+                        row.update(status="incorrect", error=problem[:500])
+                        shapes.append(row)
+                        out.write_text(json.dumps(report, indent=1))
+                        continue
                 if args.warm_only:
                     row.update(
                         warm_reference(
@@ -372,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
                     torch.cuda.empty_cache()
                 continue
             row.update(
-                status="pass",  # the reference is correct by definition; scored as eager
+                # The reference is correct by definition; a baseline was checked above.
+                status="pass",
                 t_sol_ms=t_sol * 1e3,
                 roofline_fraction=roofline_fraction(
                     t_sol_s=t_sol, t_measured_s=row["time_ms"] / 1e3
@@ -410,12 +483,13 @@ def main(argv: list[str] | None = None) -> int:
     report["finished_at"] = datetime.now(UTC).isoformat()
     out.write_text(json.dumps(report, indent=1))
     print(
-        f"aggregate (if the {args.mode} reference were counted as a pass): "
+        f"aggregate (if the {args.mode} row were counted as a pass): "
         f"{report['aggregate_if_counted']:.4f}"
     )
     not_run = sum(s["status"] == "not_run" for op in report["operators"] for s in op["shapes"])
     errors = sum(s["status"] == "runtime_error" for op in report["operators"] for s in op["shapes"])
-    print(f"shapes not run: {not_run}, errors: {errors}")
+    incorrect = sum(s["status"] == "incorrect" for op in report["operators"] for s in op["shapes"])
+    print(f"shapes not run: {not_run}, errors: {errors}, incorrect: {incorrect}")
     return 0 if math.isfinite(report["aggregate_if_counted"]) else 1
 
 

@@ -1,7 +1,9 @@
 """bench/reference_baseline.py: in compile mode with a precompile pass, on the CPU (inductor's
 C++ backend), the timed pass loads every graph the warm-only process compiled; a first call
 (a compilation) that runs past its limit is stopped there; compile mode compiles the
-operator's own reference, whose code the generated torch.compile bundle holds."""
+operator's own reference, whose code the generated torch.compile bundle holds; baseline
+mode checks each operator's eager baseline against its reference on the device, then times
+it (a baseline failing the check is recorded incorrect, untimed)."""
 
 from __future__ import annotations
 
@@ -21,8 +23,10 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
+import reference_baseline  # noqa: E402
 from reference_baseline import _COMPILED, FirstCallDeadline, _first_call_s, _model  # noqa: E402
 
+from evaluator.baselines import get_baseline  # noqa: E402
 from evaluator.operators import get_operator  # noqa: E402
 from evaluator.suite import load_suite  # noqa: E402
 
@@ -102,3 +106,59 @@ def test_compile_mode_compiles_the_operators_reference_which_the_generated_bundl
     loader.loader.exec_module(generator)
     reference = inspect.getsource(spec.model_class).removeprefix("class Model(")
     assert "class Reference(" + reference in generator.operator_source("rms_norm")
+
+
+SMOKE_OPERATORS = ("rms_norm", "chunk_delta_rule_output", "paged_attention_decode", "fused_moe")
+
+
+def test_baseline_mode_checks_then_times_each_operators_baseline_on_the_cpu(tmp_path):
+    out = tmp_path / "baseline.json"
+    argv = [
+        "--mode", "baseline", "--device", "cpu", "--hardware", "cpu-dev",
+        "--shape-set", "smoke", "--operators", ",".join(SMOKE_OPERATORS),
+        "--budget-s", "0.02", "--out", str(out),
+    ]  # fmt: skip
+    assert reference_baseline.main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["mode"] == "baseline" and report["checked_against_reference"] is True
+    assert "evaluator/baselines/" in report["what"]
+    assert [op["operator"] for op in report["operators"]] == list(SMOKE_OPERATORS)
+    suite = load_suite("atrex-bench-v1")
+    for entry in report["operators"]:
+        expected = [s.shape_id for s in suite.shapes_for(entry["operator"], "smoke")]
+        assert [s["shape_id"] for s in entry["shapes"]] == expected
+        for shape in entry["shapes"]:
+            assert shape["status"] == "pass", shape
+            assert shape["time_ms"] > 0 and shape["reps"] >= 3 and shape["roofline_fraction"] > 0
+
+
+def test_baseline_mode_times_the_baseline_not_the_reference():
+    spec = get_operator("layer_norm")
+    shape = load_suite("atrex-bench-v1").shapes_for("layer_norm", "smoke")[0]
+    model = _model(spec, shape, device="cpu", mode="baseline")
+    assert type(model) is get_baseline("layer_norm")
+    assert type(_model(spec, shape, device="cpu", mode="eager")) is spec.model_class
+
+
+class _OffByTwoPercent(torch.nn.Module):
+    def __init__(self, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, x, weight):
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, self.eps) * 1.02
+
+
+def test_a_baseline_failing_its_check_is_recorded_incorrect_untimed(tmp_path, monkeypatch):
+    monkeypatch.setattr(reference_baseline, "get_baseline", lambda slug: _OffByTwoPercent)
+    out = tmp_path / "broken.json"
+    argv = [
+        "--mode", "baseline", "--device", "cpu", "--hardware", "cpu-dev",
+        "--shape-set", "smoke", "--operators", "rms_norm", "--budget-s", "0.02",
+        "--out", str(out),
+    ]  # fmt: skip
+    reference_baseline.main(argv)
+    (entry,) = json.loads(out.read_text())["operators"]
+    assert entry["shapes"] and {s["status"] for s in entry["shapes"]} == {"incorrect"}
+    assert all("outside" in s["error"] and "time_ms" not in s for s in entry["shapes"])
+    assert entry["score_if_counted"] == 0.0
