@@ -72,18 +72,21 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-import torch
+# A script, run from anywhere (python3 bench/reference_baseline.py): the repository's packages.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluator.baselines import get_baseline
-from evaluator.correctness import CandidateError, check_shape
-from evaluator.environment import collect_environment
-from evaluator.hardware import get_profile
-from evaluator.operators import get_operator
-from evaluator.roofline import roofline_fraction, t_sol_seconds
-from evaluator.scoring import aggregate_score, operator_score
-from evaluator.suite import load_suite
-from evaluator.timing import make_timer
-from submissions.planning import shard_plan
+import torch  # noqa: E402
+
+from evaluator.baselines import get_baseline  # noqa: E402
+from evaluator.correctness import CandidateError, check_shape  # noqa: E402
+from evaluator.environment import collect_environment  # noqa: E402
+from evaluator.hardware import get_profile  # noqa: E402
+from evaluator.operators import get_operator  # noqa: E402
+from evaluator.roofline import roofline_fraction, t_sol_seconds  # noqa: E402
+from evaluator.scoring import aggregate_score, operator_score  # noqa: E402
+from evaluator.suite import load_suite  # noqa: E402
+from evaluator.timing import make_timer  # noqa: E402
+from submissions.planning import shard_plan  # noqa: E402
 
 SLOW_CALL_S = 0.1
 

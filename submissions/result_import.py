@@ -22,6 +22,8 @@ from .scores import COMPILE_BASELINE, scores_refresh_compile_speedup
 
 EAGER_MARK = "PyTorch eager reference"
 COMPILE_MARK = "torch.compile of the PyTorch reference"
+# bench/reference_baseline.py --mode baseline: the idiomatic PyTorch of evaluator/baselines/.
+IDIOMATIC_MARK = "Eager baseline of every operator"
 
 
 def _baseline_kind(report: dict) -> str | None:
@@ -30,6 +32,8 @@ def _baseline_kind(report: dict) -> str | None:
         return "eager"
     if what.startswith(COMPILE_MARK):
         return COMPILE_BASELINE
+    if what.startswith(IDIOMATIC_MARK):
+        return "idiomatic"
     return None
 
 

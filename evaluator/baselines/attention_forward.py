@@ -35,10 +35,13 @@ class Model(nn.Module):
             q_lo, q_hi, k_lo, k_hi = bounds_q[i], bounds_q[i + 1], bounds_k[i], bounds_k[i + 1]
             if q_hi <= q_lo or k_hi <= k_lo:
                 continue  # no queries, or no keys: zeros
+            # (1, H, T, D): the fused kernels take 4-D tensors only; with 3-D ones SDPA falls
+            # back to its math path, which materialises the whole score matrix (146 GiB at
+            # v1's 49,596-token shape on the H200).
             out[q_lo:q_hi] = functional.scaled_dot_product_attention(
-                q[q_lo:q_hi].transpose(0, 1),
-                k[k_lo:k_hi].transpose(0, 1),
-                v[k_lo:k_hi].transpose(0, 1),
+                q[q_lo:q_hi].transpose(0, 1).unsqueeze(0),
+                k[k_lo:k_hi].transpose(0, 1).unsqueeze(0),
+                v[k_lo:k_hi].transpose(0, 1).unsqueeze(0),
                 enable_gqa=gqa,
-            ).transpose(0, 1)
+            )[0].transpose(0, 1)
         return out

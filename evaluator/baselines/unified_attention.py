@@ -39,11 +39,13 @@ class Model(nn.Module):
             blocks = block_table[s, : -(-kv_len // block_size)].long()
             keys = k_cache[blocks].view(-1, kv_heads, k_cache.shape[-1])[:kv_len]
             values = v_cache[blocks].view(-1, kv_heads, v_cache.shape[-1])[:kv_len]
+            # (1, H, T, D): the fused kernels take 4-D tensors only (3-D ones take the math
+            # path, which materialises the scores).
             out[q_lo:q_hi] = functional.scaled_dot_product_attention(
-                q[q_lo:q_hi].transpose(0, 1),
-                keys.transpose(0, 1),
-                values.transpose(0, 1),
+                q[q_lo:q_hi].transpose(0, 1).unsqueeze(0),
+                keys.transpose(0, 1).unsqueeze(0),
+                values.transpose(0, 1).unsqueeze(0),
                 is_causal=q_hi - q_lo == kv_len,
                 enable_gqa=q.shape[1] != kv_heads,
-            ).transpose(0, 1)
+            )[0].transpose(0, 1)
         return out

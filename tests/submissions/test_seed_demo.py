@@ -45,6 +45,11 @@ def test_seed_demo_publishes_the_examples_on_the_default_board(settings):
     assert eager.status == Submission.Status.PUBLISHED and eager.score.fallback_rate == 1.0
     imported = examples.filter(upload_name="").values_list("title", flat=True)
     assert "PyTorch eager (the reference)" in imported
+    # The idiomatic eager baselines over v1 on the H200: every shape timed, all PyTorch.
+    idiomatic = examples.get(title="PyTorch eager, idiomatic (evaluator/baselines), H200")
+    assert idiomatic.status == Submission.Status.PUBLISHED
+    assert idiomatic.score.fallback_rate == 1.0
+    assert idiomatic.score.run.shape_results.count() == 440
     # The H200 run of the Triton baseline over v1, published with its provenance.
     measured = examples.get(title="Triton baseline (14 memory-bound operators), H200")
     assert measured.status == Submission.Status.PUBLISHED

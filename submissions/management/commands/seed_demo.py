@@ -33,6 +33,20 @@ MEASURED = [
         "hence fallback.",
     },
     {
+        "path": "results/2026-12-02-h200-session9/eager-baseline-v1-h200.json",
+        "suite": "atrex-bench-v1",
+        "hardware": "h200-sxm",
+        "title": "PyTorch eager, idiomatic (evaluator/baselines), H200",
+        "dsl": "pytorch",
+        "note": "The eager PyTorch a practitioner writes for each operator (library calls "
+        "such as F.rms_norm, F.layer_norm and F.scaled_dot_product_attention; docs/"
+        "baselines.md), each shape checked against the reference on the GPU before it was "
+        "timed, measured on an NVIDIA H200 (driver 580.159.04, torch 2.11, triton 3.6) on "
+        "2026-12-02 by bench/reference_baseline.py --mode baseline in two parts (all 440 "
+        "shapes); every shape is PyTorch, hence fallback. Speedups over eager on this board "
+        "still divide by the references' times (the row above).",
+    },
+    {
         "path": "results/2026-12-02-h200-session8/triton-v1-run10.json",
         "suite": "atrex-bench-v1",
         "hardware": "h200-sxm",
