@@ -183,9 +183,11 @@ def test_inside_the_sandbox(tmp_path):
     seen, report = result["seen"], result["report"]
     assert seen["uid"] == 65534 and seen["groups"] == []
     assert all(count == 0 for count in seen["hidden"])
-    # Only the run's own scratch folder shows in /tmp, nothing of other runs or users.
+    # Only the run's own scratch folder shows in /tmp, nothing of other runs or users; and
+    # the harness's own checkout, read-only, when it lies under /tmp (a clone there).
+    expected = {path.parts[2] for path in (scratch, REPO) if path.parts[1] == "tmp"}
     if scratch.parts[1] == "tmp":
-        assert seen["tmp_listing"] == [scratch.parts[2]]
+        assert set(seen["tmp_listing"]) == expected
     assert seen["write_tmp"] == "ok"
     assert seen["write_bundle"] in ("EROFS", "EACCES")
     assert seen["read_bundle"] == "x = 1\n"
