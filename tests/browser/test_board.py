@@ -5,42 +5,12 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import shutil
 
 import pytest
 
 from tests.leaderboard.results_factory import publish_row
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-
-
-@pytest.fixture
-def page():
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(
-            "Debian's chromium is missing: `make test` installs it (apt-get install chromium)"
-        )
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-        )
-        context = browser.new_context(
-            viewport={"width": 1280, "height": 900}, accept_downloads=True
-        )
-        page = context.new_page()
-        page.set_default_timeout(20_000)
-        yield page
-        context.close()
-        browser.close()
 
 
 def _titles(page) -> list[str]:

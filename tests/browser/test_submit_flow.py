@@ -1,0 +1,89 @@
+"""The submit page as a new researcher meets it, in a real browser: the quota shown and
+refunded, check only, the README's example bundle uploaded with the form's defaults (its
+operators the suite lacks skipped), a submission on hardware no worker serves shown as
+waiting and then cancelled, and a rejected bundle corrected with the same settings."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from catalogue.models import HardwareProfile
+from submissions.models import Submission
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def _sign_up(page, live_server) -> None:
+    page.goto(f"{live_server.url}/accounts/signup/")
+    page.get_by_label("Username").fill("first-timer")
+    page.locator("#id_password1").fill("a long pass phrase 42")
+    page.get_by_label("Password confirmation").fill("a long pass phrase 42")
+    page.get_by_role("button", name="Create account").click()
+    page.wait_for_url("**/submissions/new/")
+
+
+def test_check_submit_on_an_unserved_queue_cancel_and_correct_a_rejection(
+    close_other_db_sessions_at_the_end,
+    page,
+    live_server,
+    catalogue,
+    tmp_path,
+    example_zip,
+    held_messages,
+    settings,
+):
+    settings.ATREX = {**settings.ATREX, "QUOTA_PER_HOUR": 10, "QUOTA_PER_DAY": 30}
+    whole_example = tmp_path / "triton-baseline.zip"  # every file, as the README says
+    whole_example.write_bytes(example_zip("triton-baseline").read())
+    _sign_up(page, live_server)
+    assert "this hour: 10 of 10 left" in page.locator("#quota").inner_text()
+
+    # Check only: nothing stored, the skipped files named, the quota untouched.
+    page.get_by_label("Kernel bundle").set_input_files(str(whole_example))
+    page.get_by_label("Title").fill("My first try")
+    page.get_by_role("button", name="Check only").click()
+    result = page.locator("#check-result").inner_text()
+    assert "It can be submitted: 3 operators would be evaluated" in result
+    assert "Skipped 11 kernel files for operators this suite does not have" in result
+    assert page.get_by_label("Title").input_value() == "My first try"
+    assert Submission.objects.count() == 0
+
+    # Submit with the form's defaults but hardware no worker serves: it waits, and says so.
+    h100 = HardwareProfile.objects.get(slug="h100-sxm")
+    option = page.locator(f"#id_hardware option[value='{h100.pk}']").inner_text()
+    assert option == "NVIDIA H100 SXM (no worker online: a submission waits)"
+    page.get_by_label("Kernel bundle").set_input_files(str(whole_example))
+    page.get_by_label("Hardware").select_option(str(h100.pk))
+    page.get_by_role("button", name="Submit", exact=True).click()
+    page.wait_for_url("**/submissions/*/")
+    assert page.locator("#status").inner_text() == "Queued"
+    assert "no worker for it is online" in page.locator("#queue-note").inner_text()
+    assert [name for name, _, _ in held_messages] == ["submissions.evaluate_run"]
+    page.goto(f"{live_server.url}/submissions/new/")
+    assert "this hour: 9 of 10 left" in page.locator("#quota").inner_text()
+
+    # Cancel: the run stops, the quota is refunded.
+    page.go_back()
+    page.get_by_role("button", name="Cancel this submission").click()
+    page.wait_for_selector("text=Cancelled. It does not count against your quota.")
+    assert page.locator("#status").inner_text() == "Cancelled"
+    page.goto(f"{live_server.url}/submissions/new/")
+    assert "this hour: 10 of 10 left" in page.locator("#quota").inner_text()
+
+    # A bundle of operators the suite does not have is refused; the fix keeps the settings.
+    wrong = tmp_path / "wrong.zip"
+    with zipfile.ZipFile(wrong, "w") as archive:
+        archive.writestr(
+            "flash_decoding.py", "import torch\nclass Model(torch.nn.Module):\n    pass\n"
+        )
+    page.get_by_label("Kernel bundle").set_input_files(str(wrong))
+    page.get_by_label("Title").fill("Second try")
+    page.get_by_role("button", name="Submit", exact=True).click()
+    page.wait_for_url("**/submissions/*/")
+    assert page.locator("#error-code").inner_text() == "bundle:unknown-operator"
+    page.locator("#resubmit").click()
+    page.wait_for_url("**/submissions/new/?from=*")
+    assert page.get_by_label("Title").input_value() == "Second try"
+    page.screenshot(path=str(tmp_path / "resubmit.png"), full_page=True)
