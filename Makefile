@@ -7,26 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # their own torch and triton (see docs/deploying.md).
 TORCH_SPEC ?= torch==2.13.0
 
-# The whole suite on PYTEST_WORKERS processes (pytest-xdist; each on its own test slot, from
-# ATREX_TEST_SLOT up; a test module, and the tests of one shared worker stack, stay on one
-# process). PYTEST_WORKERS=0 runs it in this process alone. pytest runs with bytecode writes
-# on even where PYTHONDONTWRITEBYTECODE is set: otherwise every run, every xdist worker and
-# every process a test starts compiles the project again, and pytest re-rewrites the asserts
-# of ~520 modules (its plugins' whole packages, schemathesis and hypothesis among them):
-# about 11 s of CPU per pytest process here. The caches are git-ignored __pycache__ folders.
-PYTEST_WORKERS ?= 2
-PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
-test: install browser typecheck
-	$(VENV)/bin/ruff check .
-	$(PY) scripts/bandit_check.py
-	# A model changed without its migration fails here (nothing is written).
-	$(PY) manage.py makemigrations --check --dry-run
-	$(PYTEST) -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
-
-# The inner loop's subset (docs/testing.md): no browser, no GPU, nothing marked slow (no
-# real worker process, no full evaluation).
-test-fast: install
-	$(PYTEST) -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow and not browser and not gpu" -q $(PYTEST_ARGS)
+.PHONY: install demo test test-fast typecheck browser lint audit
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
