@@ -122,6 +122,11 @@ class Client:
         """Cancel your unfinished submission; its detail afterwards."""
         return self._call("POST", f"/api/submissions/{submission_id}/cancel/", data=b"")[1]
 
+    def compare(self, submission_ids: list[int]) -> dict[str, Any]:
+        """Per-operator and per-shape comparison; the first id is the reference point."""
+        query = {"submissions": ",".join(str(pk) for pk in submission_ids)}
+        return self._call("GET", "/api/compare/", query=query)[1]
+
     def quota(self) -> dict[str, Any]:
         """Your submission limits and what is left."""
         return self._call("GET", "/api/quota/")[1]

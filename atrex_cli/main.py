@@ -253,6 +253,43 @@ def cmd_check(args: argparse.Namespace, client: Client, out: TextIO) -> int:
     return EXIT_OK if check["ok"] else EXIT_FAILED
 
 
+def compare_table(comparison: dict[str, Any]) -> str:
+    """Operators (score of each submission, and each one's difference from the first in
+    percentage points of the roofline), then how many shapes changed status."""
+    subs = comparison["submissions"]
+    first, others = subs[0], subs[1:]
+    headers = ["operator", f"#{first['id']}"]
+    for sub in others:
+        headers += [f"#{sub['id']}", "Δ"]
+    rows = []
+    for entry in comparison["operators"]:
+        row = [entry["operator"], roofline_percent(entry["scores"].get(str(first["id"])))]
+        for sub in others:
+            key = str(sub["id"])
+            delta = entry["delta"].get(key)
+            row += [
+                roofline_percent(entry["scores"].get(key)),
+                "–" if delta is None else f"{'+' if delta >= 0 else ''}{delta * 100:.2f} pt",
+            ]
+        rows.append(row)
+    lines = [
+        " vs ".join(f"#{sub['id']} {sub['title']}" for sub in subs) + f" on {comparison['suite']}",
+        table(headers, rows, right=list(range(1, len(headers)))),
+        f"{comparison['shapes_changed_status']} of {len(comparison['shapes'])} shapes "
+        "changed status",
+    ]
+    return "\n".join(lines)
+
+
+def cmd_compare(args: argparse.Namespace, client: Client, out: TextIO) -> int:
+    comparison = client.compare(args.ids)
+    if args.json:
+        _json(out, comparison)
+    else:
+        out.write(compare_table(comparison) + "\n")
+    return EXIT_OK
+
+
 def cmd_cancel(args: argparse.Namespace, client: Client, out: TextIO) -> int:
     if not client.token:
         out.write(NOT_SIGNED_IN)
@@ -355,6 +392,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("bundle")
     check.add_argument("--suite", help="suite slug, e.g. atrex-bench-v1")
     check.set_defaults(handler=cmd_check)
+
+    compare = commands.add_parser(
+        "compare", parents=[common], help="compare submissions (the first against the others)"
+    )
+    compare.add_argument("ids", type=int, nargs="+")
+    compare.set_defaults(handler=cmd_compare)
 
     cancel = commands.add_parser(
         "cancel", parents=[common], help="cancel your submission while it waits or runs"

@@ -25,13 +25,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from atrex_site.api.errors import ErrorSerializer
+from atrex_site.api.errors import ErrorSerializer, error_response
 from atrex_site.api.pagination import StandardPagination
 from catalogue import selectors as catalogue_selectors
 from catalogue.models import HardwareProfile, Shape, SuiteOperator, SuiteVersion
 from submissions.models import Score
+from submissions.selectors import submissions_visible_to
 
 from . import selectors
+from .comparison import ComparisonError, submissions_compare
 
 NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such resource.")
 
@@ -270,3 +272,85 @@ class HardwareProfileDetailApi(RetrieveAPIView):
 
     def get_object(self) -> HardwareProfile:
         return get_object_or_404(HardwareProfile, slug=self.kwargs["slug"], enabled=True)
+
+
+class ComparedSubmissionSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    owner = serializers.CharField()
+    status = serializers.CharField()
+    is_baseline = serializers.BooleanField()
+    aggregate = serializers.FloatField(allow_null=True, help_text="fraction of the roofline")
+
+
+class ComparedOperatorSerializer(serializers.Serializer):
+    operator = serializers.CharField()
+    importance = serializers.FloatField()
+    scores = serializers.DictField(
+        child=serializers.FloatField(allow_null=True), help_text="submission id -> score"
+    )
+    status = serializers.DictField(child=serializers.CharField())
+    delta = serializers.DictField(
+        child=serializers.FloatField(allow_null=True),
+        help_text="submission id -> its score minus the first submission's",
+    )
+
+
+class ComparedShapeSerializer(serializers.Serializer):
+    operator = serializers.CharField()
+    shape_id = serializers.CharField()
+    weight = serializers.FloatField()
+    status = serializers.DictField(child=serializers.CharField())
+    time_ms = serializers.DictField(child=serializers.FloatField(allow_null=True))
+    roofline_fraction = serializers.DictField(child=serializers.FloatField(allow_null=True))
+    speedup_over_first = serializers.DictField(
+        child=serializers.FloatField(allow_null=True),
+        help_text="submission id -> the first submission's time over its time",
+    )
+    status_changed = serializers.BooleanField()
+
+
+class ComparisonSerializer(serializers.Serializer):
+    submissions = ComparedSubmissionSerializer(many=True)
+    suite = serializers.CharField()
+    operators = ComparedOperatorSerializer(many=True)
+    shapes = ComparedShapeSerializer(many=True)
+    shapes_changed_status = serializers.IntegerField()
+
+
+class CompareApi(APIView):
+    @extend_schema(
+        operation_id="compare",
+        summary="Compare submissions of one suite version: per-operator scores and deltas, "
+        "per-shape statuses, times and speedups over the first",
+        parameters=[
+            OpenApiParameter(
+                "submissions",
+                str,
+                required=True,
+                description="Comma-separated ids, the first the one the others are "
+                "measured against (e.g. `12,15`); baselines are submissions too.",
+            )
+        ],
+        responses={200: ComparisonSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
+        tags=["leaderboard"],
+    )
+    def get(self, request: Request) -> Response:
+        raw = request.query_params.get("submissions", "")
+        try:
+            ids = [int(part) for part in raw.split(",") if part.strip()]
+        except ValueError:
+            return error_response(
+                detail="submissions: comma-separated submission ids, e.g. 12,15",
+                code="compare:bad-ids",
+                status=400,
+            )
+        visible = submissions_visible_to(user=request.user).in_bulk(ids)
+        missing = [pk for pk in ids if pk not in visible]
+        if missing:
+            raise Http404(f"No submission {missing[0]} visible to you.")
+        try:
+            body = submissions_compare(submissions=[visible[pk] for pk in ids], user=request.user)
+        except ComparisonError as error:
+            return error_response(detail=str(error), code="compare:not-comparable", status=400)
+        return Response(ComparisonSerializer(body).data)

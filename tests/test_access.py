@@ -79,6 +79,7 @@ RULES: dict[str, Rule] = {
     "submissions:results-download": Rule(status=PRIVATE.status, args=("secret", "fmt")),
     # The REST API.
     "api:leaderboard": PUBLIC_LIST,
+    "api:compare": Rule(status={r: {400} for r in ROLES}),
     "api:suites": PUBLIC_LIST,
     "api:suite": Rule(args=("suite",)),
     "api:suite-shapes": Rule(args=("suite",)),

@@ -22,6 +22,7 @@ urlpatterns = [
         cached_for_anonymous(leaderboard_api.LeaderboardApi.as_view()),
         name="leaderboard",
     ),
+    path("compare/", leaderboard_api.CompareApi.as_view(), name="compare"),
     path("suites/", leaderboard_api.SuiteVersionListApi.as_view(), name="suites"),
     path("suites/<str:slug>/", leaderboard_api.SuiteVersionDetailApi.as_view(), name="suite"),
     path(

@@ -85,6 +85,18 @@ def test_cancel_cancels_a_queued_submission(cli, catalogue, user, tmp_path, held
     assert code == 1 and "submission:not-cancellable" in output
 
 
+def test_compare_prints_scores_and_deltas(cli, publish):
+    slow = publish(fraction=0.2, title="slow")
+    fast = publish(fraction=0.3, title="fast")
+    code, output = cli("compare", str(slow.pk), str(fast.pk))
+    assert code == 0
+    lines = output.splitlines()
+    assert lines[0].startswith(f"#{slow.pk} slow vs #{fast.pk} fast")
+    rms = next(line for line in lines if line.startswith("rms_norm"))
+    assert rms.split()[1:] == ["20.0%", "30.0%", "+10.00", "pt"]
+    assert lines[-1].startswith("0 of ")
+
+
 def test_quota_prints_what_is_left_per_limit(cli, catalogue, settings, tmp_path):
     settings.ATREX = {**settings.ATREX, "QUOTA_PER_HOUR": 10, "QUOTA_PER_DAY": 0}
     cli("submit", str(_bundle(tmp_path, {"rms_norm.py": "def broken(:\n"})))  # not counted
