@@ -21,6 +21,17 @@ the time inside launches of the bundle's own Triton kernels (the interpreter's
 ``InterpretedFunction.run``, as bound before the candidate was imported) over the call
 time, the median call's. Work done outside PyTorch and outside those kernels (NumPy,
 plain Python, another library) is then not the submission's own either.
+
+Every "time" of a share is the process's CPU time (``time.process_time_ns``, all its
+threads), not the wall clock: on a loaded host the process is taken off the CPU at random
+points, and a wait that fell outside a kernel launch made an honest Triton kernel look a
+fallback (own share 0.64 on a loaded 2-core CI host). CPU time does not run while the
+process waits, so other processes' load cannot move a share. It is the whole process's
+and not the calling thread's: work handed to a helper thread that the call waits for is
+still counted, outside the own kernels (a thread's clock would see only the wait, which
+costs no CPU). A process of its own is refused to a submission (``evaluator.sandbox``),
+so every computation of the answer is this process's CPU time. The wall time of each call
+is still kept (``observed_call_s``: the timed calls are compared with it).
 """
 
 from __future__ import annotations
@@ -40,6 +51,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from evaluator.code_origin import genuine, package_dir
 from evaluator.fallback_report import ALLOWED_OPS, FallbackReport, OpStats
+
+_cpu_ns = time.process_time_ns
+"""The clock of every share: the process's CPU time in ns (see the module's docstring).
+Bound at import, before any candidate code runs: a candidate that replaces
+``time.process_time_ns`` changes nothing here (and is reported by the integrity guard
+like any other change it makes to the harness's modules)."""
+_wall_ns = time.perf_counter_ns
 
 
 def op_name(func: Any) -> str:
@@ -126,9 +144,9 @@ class _ComputeDispatchMode(TorchDispatchMode):
             decomposed = func.decompose(*args, **kwargs)
         if decomposed is not NotImplemented:
             return decomposed
-        start = time.perf_counter_ns()
+        start = _cpu_ns()
         result = func(*args, **kwargs)
-        elapsed = (time.perf_counter_ns() - start) * 1e-9
+        elapsed = (_cpu_ns() - start) * 1e-9
         nbytes = _tensor_bytes(args, set()) + _tensor_bytes(kwargs, set())
         nbytes += _tensor_bytes(result, set())
         stats = self.ledger.ops.setdefault(op_name(func), OpStats())
@@ -157,11 +175,11 @@ class _CallTimingMode(TorchFunctionMode):
             return func(*args, **kwargs)
         before = self.ledger.compute_ops
         self.ledger.in_function = True
-        start = time.perf_counter_ns()
+        start = _cpu_ns()
         try:
             return func(*args, **kwargs)
         finally:
-            elapsed = (time.perf_counter_ns() - start) * 1e-9
+            elapsed = (_cpu_ns() - start) * 1e-9
             self.ledger.in_function = False
             if self.ledger.compute_ops > before:
                 self.ledger.compute_s += elapsed
@@ -198,7 +216,7 @@ def bind_interpreter() -> bool:
 
 
 class _OwnKernelClock:
-    """CPU: the time inside launches of the bundle's own Triton kernels.
+    """CPU: the CPU time inside launches of the bundle's own Triton kernels.
 
     While active, the interpreter's launch is replaced by a wrapper around the launch
     bound by ``bind_interpreter``; a launch counts when its JIT function's source file lies
@@ -229,12 +247,12 @@ class _OwnKernelClock:
             if clock._depth or not clock._own(kernel):
                 return true_run(kernel, *args, **kwargs)
             clock._depth += 1
-            start = time.perf_counter_ns()
+            start = _cpu_ns()
             try:
                 return true_run(kernel, *args, **kwargs)
             finally:
                 clock._depth -= 1
-                clock.seconds += (time.perf_counter_ns() - start) * 1e-9
+                clock.seconds += (_cpu_ns() - start) * 1e-9
 
         self._saved = cls.__dict__.get("run")
         cls.run = run
@@ -263,12 +281,15 @@ class FallbackMonitor:
             else None
         )
         self.total_s = 0.0
+        """CPU seconds of all watched calls."""
         self.call_s: list[float] = []
-        """Wall seconds of each watched call."""
+        """Wall seconds of each watched call (``observed_call_s``; no share uses them)."""
+        self.call_cpu_s: list[float] = []
+        """CPU seconds of each watched call: the denominator of every share."""
         self.call_compute_s: list[float] = []
-        """Seconds of each watched call spent in PyTorch compute."""
+        """CPU seconds of each watched call spent in PyTorch compute."""
         self.call_own_s: list[float] = []
-        """Seconds of each watched call inside the bundle's own Triton kernels (with
+        """CPU seconds of each watched call inside the bundle's own Triton kernels (with
         ``own_code_dir`` and an interpreter; else empty)."""
 
     @property
@@ -277,16 +298,17 @@ class FallbackMonitor:
         return len(self.call_s)
 
     def call(self, fn: Callable[[], Any]) -> Any:
-        """Run ``fn`` under both modes, adding its time to the total."""
+        """Run ``fn`` under both modes, adding its CPU time to the total."""
         compute_before = self.ledger.compute_s
         kernels = self._kernels
         own_before = kernels.seconds if kernels is not None else 0.0
-        start = time.perf_counter_ns()
+        start, cpu_start = _wall_ns(), _cpu_ns()
         with self._function, self._dispatch, kernels or contextlib.nullcontext():
             result = fn()
-        elapsed = (time.perf_counter_ns() - start) * 1e-9
-        self.total_s += elapsed
-        self.call_s.append(elapsed)
+        cpu = (_cpu_ns() - cpu_start) * 1e-9
+        self.call_s.append((_wall_ns() - start) * 1e-9)
+        self.total_s += cpu
+        self.call_cpu_s.append(cpu)
         self.call_compute_s.append(self.ledger.compute_s - compute_before)
         if kernels is not None:
             self.call_own_s.append(kernels.seconds - own_before)
@@ -294,10 +316,10 @@ class FallbackMonitor:
 
     def _median_part(self, seconds: list[float]) -> float | None:
         """The median over the watched calls of ``seconds`` (one entry per call) as a share
-        of the call's wall time; None without a timed call."""
+        of the call's CPU time; None without a timed call."""
         parts = [
             part / elapsed
-            for elapsed, part in zip(self.call_s, seconds, strict=True)
+            for elapsed, part in zip(self.call_cpu_s, seconds, strict=True)
             if elapsed > 0
         ]
         return statistics.median(parts) if parts else None
@@ -306,9 +328,10 @@ class FallbackMonitor:
         """The shares (by time and by bytes, ``q_bytes`` per call) and the top compute ops."""
         ledger = self.ledger
         calls = max(1, self.calls)
-        # The median call's share: a call during which the host was taken away (a busy
-        # machine) puts that wait outside PyTorch's ops, and over a few calls would make
-        # even pure PyTorch look 85 % the candidate's own (seen on a loaded 2-core CI host).
+        # The median call's share: one call slowed by something that is not its own (a
+        # first call's lazy set-up, a collection by the garbage collector) does not
+        # decide it. (Before the shares were CPU time, a call the host was taken from made
+        # even pure PyTorch look 85 % the candidate's own on a loaded 2-core CI host.)
         compute_part = self._median_part(self.call_compute_s)
         by_time = 1.0 - compute_part if compute_part is not None else 1.0
         by_time = min(1.0, max(0.0, by_time))
