@@ -25,13 +25,16 @@ plain Python, another library) is then not the submission's own either.
 Every "time" of a share is the process's CPU time (``time.process_time_ns``, all its
 threads), not the wall clock: on a loaded host the process is taken off the CPU at random
 points, and a wait that fell outside a kernel launch made an honest Triton kernel look a
-fallback (own share 0.64 on a loaded 2-core CI host). CPU time does not run while the
-process waits, so other processes' load cannot move a share. It is the whole process's
-and not the calling thread's: work handed to a helper thread that the call waits for is
-still counted, outside the own kernels (a thread's clock would see only the wait, which
-costs no CPU). A process of its own is refused to a submission (``evaluator.sandbox``),
-so every computation of the answer is this process's CPU time. The wall time of each call
-is still kept (``observed_call_s``: the timed calls are compared with it).
+fallback (own share 0.64 on a loaded 2-core CI host; one call in six of a smoke shape under
+0.8 with four busy loops on two cores). CPU time does not run while the process waits for
+a CPU, so other processes' load cannot move a share. It is the whole process's and not the
+calling thread's: work handed to a helper thread that the call waits for is counted,
+outside the own kernels (a thread's clock would see only the wait). A wait that is not for
+a CPU (a sleep, a pipe, a socket: work done by some other process) is added to the call's
+time, outside the own kernels, as the wall clock counted it: the calling thread's wall
+time less its own CPU time and less its time runnable but waiting for a CPU (Linux's
+``/proc/thread-self/schedstat``; without it, no wait is added). The wall time of each call
+is also kept for ``observed_call_s`` (the timed calls are compared with it).
 """
 
 from __future__ import annotations
@@ -58,6 +61,58 @@ Bound at import, before any candidate code runs: a candidate that replaces
 ``time.process_time_ns`` changes nothing here (and is reported by the integrity guard
 like any other change it makes to the harness's modules)."""
 _wall_ns = time.perf_counter_ns
+_thread_ns = time.thread_time_ns
+
+SCHEDSTAT = "/proc/thread-self/schedstat"
+"""The calling thread's scheduler statistics (Linux): CPU time, time runnable but waiting
+for a CPU (ns), time slices."""
+
+
+class _CountedClock:
+    """The time a share counts, for regions run by the thread that opened it: the
+    process's CPU time, plus the thread's waits for anything but a CPU (its wall time less
+    its own CPU time and less its time runnable but waiting for a CPU, from ``SCHEDSTAT``;
+    none where that cannot be read)."""
+
+    def __init__(self) -> None:
+        try:
+            self._schedstat: int | None = os.open(SCHEDSTAT, os.O_RDONLY)
+        except OSError:
+            self._schedstat = None
+
+    def _run_delay_ns(self) -> int | None:
+        if self._schedstat is None:
+            return None
+        try:
+            return int(os.pread(self._schedstat, 256, 0).split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def mark(self) -> tuple[int, int, int, int | None]:
+        """Now, for ``since``."""
+        # The run-delay reads enclose the clocks' (see ``since``): a CPU wait between them
+        # can only make the waits counted smaller.
+        delay = self._run_delay_ns()
+        return _wall_ns(), _cpu_ns(), _thread_ns(), delay
+
+    def since(self, mark: tuple[int, int, int, int | None]) -> tuple[float, float, float]:
+        """(Counted, wall, waited) seconds since ``mark``."""
+        wall_0, cpu_0, thread_0, delay_0 = mark
+        thread_ns, cpu_ns = _thread_ns() - thread_0, _cpu_ns() - cpu_0
+        wall_ns = _wall_ns() - wall_0
+        delay_1 = self._run_delay_ns()
+        waited_ns = 0
+        if delay_0 is not None and delay_1 is not None:
+            waited_ns = max(0, wall_ns - thread_ns - (delay_1 - delay_0))
+        return (cpu_ns + waited_ns) * 1e-9, wall_ns * 1e-9, waited_ns * 1e-9
+
+    def __enter__(self) -> _CountedClock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._schedstat is not None:
+            os.close(self._schedstat)
+            self._schedstat = None
 
 
 def op_name(func: Any) -> str:
@@ -95,6 +150,16 @@ class _Ledger:
         self.compute_s = 0.0
         self.compute_bytes = 0
         self.in_function = False
+        self.clock: _CountedClock | None = None
+        """The watched call's clock (both modes run in the calling thread only)."""
+
+    def seconds_since(self, mark: tuple[int, int, int, int | None]) -> float:
+        """Counted seconds since ``mark`` (a ``_CountedClock`` mark)."""
+        return self.clock.since(mark)[0] if self.clock is not None else 0.0
+
+    def mark(self) -> tuple[int, int, int, int | None]:
+        """Now, on the watched call's clock."""
+        return self.clock.mark() if self.clock is not None else (0, 0, 0, None)
 
 
 class _ComputeDispatchMode(TorchDispatchMode):
@@ -144,9 +209,9 @@ class _ComputeDispatchMode(TorchDispatchMode):
             decomposed = func.decompose(*args, **kwargs)
         if decomposed is not NotImplemented:
             return decomposed
-        start = _cpu_ns()
+        start = self.ledger.mark()
         result = func(*args, **kwargs)
-        elapsed = (_cpu_ns() - start) * 1e-9
+        elapsed = self.ledger.seconds_since(start)
         nbytes = _tensor_bytes(args, set()) + _tensor_bytes(kwargs, set())
         nbytes += _tensor_bytes(result, set())
         stats = self.ledger.ops.setdefault(op_name(func), OpStats())
@@ -175,11 +240,11 @@ class _CallTimingMode(TorchFunctionMode):
             return func(*args, **kwargs)
         before = self.ledger.compute_ops
         self.ledger.in_function = True
-        start = _cpu_ns()
+        start = self.ledger.mark()
         try:
             return func(*args, **kwargs)
         finally:
-            elapsed = (_cpu_ns() - start) * 1e-9
+            elapsed = self.ledger.seconds_since(start)
             self.ledger.in_function = False
             if self.ledger.compute_ops > before:
                 self.ledger.compute_s += elapsed
@@ -247,12 +312,14 @@ class _OwnKernelClock:
             if clock._depth or not clock._own(kernel):
                 return true_run(kernel, *args, **kwargs)
             clock._depth += 1
-            start = _cpu_ns()
-            try:
-                return true_run(kernel, *args, **kwargs)
-            finally:
-                clock._depth -= 1
-                clock.seconds += (_cpu_ns() - start) * 1e-9
+            # A clock of its own: the launch may run in a thread other than the call's.
+            with _CountedClock() as counted:
+                start = counted.mark()
+                try:
+                    return true_run(kernel, *args, **kwargs)
+                finally:
+                    clock._depth -= 1
+                    clock.seconds += counted.since(start)[0]
 
         self._saved = cls.__dict__.get("run")
         cls.run = run
@@ -281,11 +348,15 @@ class FallbackMonitor:
             else None
         )
         self.total_s = 0.0
-        """CPU seconds of all watched calls."""
+        """Counted seconds of all watched calls (``call_counted_s``)."""
         self.call_s: list[float] = []
         """Wall seconds of each watched call (``observed_call_s``; no share uses them)."""
-        self.call_cpu_s: list[float] = []
-        """CPU seconds of each watched call: the denominator of every share."""
+        self.call_counted_s: list[float] = []
+        """Counted seconds of each watched call (``_CountedClock``: the process's CPU time
+        and the calling thread's waits for anything but a CPU): every share's denominator."""
+        self.call_waited_s: list[float] = []
+        """Seconds of each watched call that the calling thread waited for anything but a
+        CPU (included in ``call_counted_s``)."""
         self.call_compute_s: list[float] = []
         """CPU seconds of each watched call spent in PyTorch compute."""
         self.call_own_s: list[float] = []
@@ -298,17 +369,23 @@ class FallbackMonitor:
         return len(self.call_s)
 
     def call(self, fn: Callable[[], Any]) -> Any:
-        """Run ``fn`` under both modes, adding its CPU time to the total."""
+        """Run ``fn`` under both modes, adding its counted time to the total."""
         compute_before = self.ledger.compute_s
         kernels = self._kernels
         own_before = kernels.seconds if kernels is not None else 0.0
-        start, cpu_start = _wall_ns(), _cpu_ns()
-        with self._function, self._dispatch, kernels or contextlib.nullcontext():
-            result = fn()
-        cpu = (_cpu_ns() - cpu_start) * 1e-9
-        self.call_s.append((_wall_ns() - start) * 1e-9)
-        self.total_s += cpu
-        self.call_cpu_s.append(cpu)
+        with _CountedClock() as clock:
+            self.ledger.clock = clock
+            try:
+                start = clock.mark()
+                with self._function, self._dispatch, kernels or contextlib.nullcontext():
+                    result = fn()
+                seconds, wall, waited = clock.since(start)
+            finally:
+                self.ledger.clock = None
+        self.call_s.append(wall)
+        self.call_counted_s.append(seconds)
+        self.call_waited_s.append(waited)
+        self.total_s += seconds
         self.call_compute_s.append(self.ledger.compute_s - compute_before)
         if kernels is not None:
             self.call_own_s.append(kernels.seconds - own_before)
@@ -316,10 +393,10 @@ class FallbackMonitor:
 
     def _median_part(self, seconds: list[float]) -> float | None:
         """The median over the watched calls of ``seconds`` (one entry per call) as a share
-        of the call's CPU time; None without a timed call."""
+        of the call's counted time; None without a timed call."""
         parts = [
             part / elapsed
-            for elapsed, part in zip(self.call_cpu_s, seconds, strict=True)
+            for elapsed, part in zip(self.call_counted_s, seconds, strict=True)
             if elapsed > 0
         ]
         return statistics.median(parts) if parts else None

@@ -22,7 +22,7 @@ from evaluator.elf_symbols import (
     shared_object_function_names,
 )
 from evaluator.fallback import measure_fallback, monitor_for, prepare_monitoring, report_for
-from evaluator.fallback_cpu import FallbackMonitor, is_allowed_op
+from evaluator.fallback_cpu import SCHEDSTAT, FallbackMonitor, is_allowed_op
 from evaluator.fallback_cuda import (
     MEMCPY,
     MEMSET,
@@ -261,8 +261,9 @@ def test_honest_triton_kernel_stays_own_while_other_processes_load_the_cores(tmp
 
 
 def test_work_in_a_helper_thread_the_call_waits_for_is_not_own(tmp_path):
-    # The shares are the process's CPU time, not the calling thread's: a thread's clock
-    # would see only the join (no CPU) and the one trivial launch, and call this own.
+    # The shares count the process's CPU time (the helper's included) and the calling
+    # thread's waits: the calling thread's CPU time alone would see the one trivial launch
+    # and a join that costs no CPU, and call this own (0.84).
     (tmp_path / "helper_thread.py").write_text(HELPER_THREAD_PART)
     model = load(tmp_path / "helper_thread.py", "helper_thread_rms_norm").Model()
     shape = {"token_count": 64, "hidden_size": 1024}
@@ -277,6 +278,30 @@ def test_work_in_a_helper_thread_the_call_waits_for_is_not_own(tmp_path):
     assert report.share_in_own_kernels < THRESHOLD, report
     assert report.own_kernel_share < THRESHOLD
     assert report.top_ops[0]["op"].startswith("outside its Triton kernels")
+
+
+@pytest.mark.skipif(not os.access(SCHEDSTAT, os.R_OK), reason="needs Linux schedstat")
+def test_a_wait_for_anything_but_a_cpu_counts_against_the_call():
+    # Waiting on a pipe or a socket (another process doing the work) uses no CPU of this
+    # process; the wall clock counted it and so does the monitor, outside the own kernels.
+    # Here the wait is a sleep beside an honest Triton kernel.
+    model = load(TRITON_BASELINE / "rms_norm.py", "waiting_triton_rms_norm").Model()
+    spec = get_operator("rms_norm")
+    inputs = spec.make_inputs(device=CPU, seed=3, token_count=1, hidden_size=128)
+
+    def call():
+        time.sleep(0.05)
+        return model(**inputs)
+
+    monitor = FallbackMonitor(own_code_dir=TRITON_BASELINE)
+    with torch.inference_mode():
+        for _ in range(3):
+            monitor.call(call)
+    report = monitor.report(q_bytes=None)
+    assert min(monitor.call_waited_s) >= 0.05
+    assert report.share_in_own_kernels < THRESHOLD and report.own_kernel_share < THRESHOLD
+    assert report.top_ops[0]["op"].startswith("outside its Triton kernels")
+    assert report.share_by_time == 1.0  # no PyTorch compute: the kernels' time alone decides
 
 
 @pytest.mark.parametrize("operator", sorted(SHAPES))
