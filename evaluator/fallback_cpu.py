@@ -22,18 +22,19 @@ the time inside launches of the bundle's own Triton kernels (the interpreter's
 time, the median call's. Work done outside PyTorch and outside those kernels (NumPy,
 plain Python, another library) is then not the submission's own either.
 
-Every "time" of a share is the process's CPU time (``time.process_time_ns``, all its
-threads), not the wall clock: on a loaded host the process is taken off the CPU at random
-points, and a wait that fell outside a kernel launch made an honest Triton kernel look a
-fallback (own share 0.64 on a loaded 2-core CI host; one call in six of a smoke shape under
-0.8 with four busy loops on two cores). CPU time does not run while the process waits for
-a CPU, so other processes' load cannot move a share. It is the whole process's and not the
-calling thread's: work handed to a helper thread that the call waits for is counted,
-outside the own kernels (a thread's clock would see only the wait). A wait that is not for
-a CPU (a sleep, a pipe, a socket: work done by some other process) is added to the call's
-time, outside the own kernels, as the wall clock counted it: the calling thread's wall
-time less its own CPU time and less its time runnable but waiting for a CPU (Linux's
-``/proc/thread-self/schedstat``; without it, no wait is added). The wall time of each call
+Every "time" of a share is counted time (``_CountedClock``), not the wall clock: on a
+loaded host the process is taken off the CPU at random points, and a wait for a CPU that
+fell outside a kernel launch made an honest Triton kernel look a fallback (own share 0.64
+on a loaded 2-core CI host; with four busy loops on two cores, one call in six of a smoke
+shape under 0.8, as low as 0.32). Counted time is the calling thread's wall time less the
+time it was runnable but waiting for a CPU (Linux's ``/proc/thread-self/schedstat``): its
+own CPU time plus its waits for anything but a CPU. So other processes' load does not
+move a share, and everything else the wall clock counted still counts: a sleep, a join on
+a helper thread doing the work, a pipe or a socket to work done elsewhere are waits of
+the call, outside the own kernels (the thread's CPU time alone would miss them). Threads
+running beside the calling thread are not added (the process's CPU time would add the
+PyTorch OpenMP workers that spin on after the harness's own ops, several ms a call).
+Where schedstat cannot be read, counted time is the wall time. The wall time of each call
 is also kept for ``observed_call_s`` (the timed calls are compared with it).
 """
 
@@ -55,11 +56,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from evaluator.code_origin import genuine, package_dir
 from evaluator.fallback_report import ALLOWED_OPS, FallbackReport, OpStats
 
-_cpu_ns = time.process_time_ns
-"""The clock of every share: the process's CPU time in ns (see the module's docstring).
-Bound at import, before any candidate code runs: a candidate that replaces
-``time.process_time_ns`` changes nothing here (and is reported by the integrity guard
-like any other change it makes to the harness's modules)."""
+# The clocks, bound at import, before any candidate code runs: a candidate that replaces
+# ``time.thread_time_ns`` changes nothing here (and the integrity guard reports it).
 _wall_ns = time.perf_counter_ns
 _thread_ns = time.thread_time_ns
 
@@ -69,10 +67,10 @@ for a CPU (ns), time slices."""
 
 
 class _CountedClock:
-    """The time a share counts, for regions run by the thread that opened it: the
-    process's CPU time, plus the thread's waits for anything but a CPU (its wall time less
-    its own CPU time and less its time runnable but waiting for a CPU, from ``SCHEDSTAT``;
-    none where that cannot be read)."""
+    """The time a share counts, for regions run by the thread that opened it: the thread's
+    wall time less its time runnable but waiting for a CPU (``SCHEDSTAT``), which is its own
+    CPU time plus its waits for anything but a CPU; where ``SCHEDSTAT`` cannot be read,
+    its wall time."""
 
     def __init__(self) -> None:
         try:
@@ -88,23 +86,23 @@ class _CountedClock:
         except (OSError, ValueError, IndexError):
             return None
 
-    def mark(self) -> tuple[int, int, int, int | None]:
+    def mark(self) -> tuple[int, int, int | None]:
         """Now, for ``since``."""
         # The run-delay reads enclose the clocks' (see ``since``): a CPU wait between them
-        # can only make the waits counted smaller.
+        # can only make the counted time smaller.
         delay = self._run_delay_ns()
-        return _wall_ns(), _cpu_ns(), _thread_ns(), delay
+        return _wall_ns(), _thread_ns(), delay
 
-    def since(self, mark: tuple[int, int, int, int | None]) -> tuple[float, float, float]:
-        """(Counted, wall, waited) seconds since ``mark``."""
-        wall_0, cpu_0, thread_0, delay_0 = mark
-        thread_ns, cpu_ns = _thread_ns() - thread_0, _cpu_ns() - cpu_0
+    def since(self, mark: tuple[int, int, int | None]) -> tuple[float, float, float]:
+        """(Counted, wall, waited) seconds since ``mark``; waited: for anything but a CPU."""
+        wall_0, thread_0, delay_0 = mark
+        thread_ns = _thread_ns() - thread_0
         wall_ns = _wall_ns() - wall_0
         delay_1 = self._run_delay_ns()
-        waited_ns = 0
-        if delay_0 is not None and delay_1 is not None:
-            waited_ns = max(0, wall_ns - thread_ns - (delay_1 - delay_0))
-        return (cpu_ns + waited_ns) * 1e-9, wall_ns * 1e-9, waited_ns * 1e-9
+        if delay_0 is None or delay_1 is None:
+            return wall_ns * 1e-9, wall_ns * 1e-9, 0.0
+        counted_ns = max(thread_ns, wall_ns - (delay_1 - delay_0))
+        return counted_ns * 1e-9, wall_ns * 1e-9, (counted_ns - thread_ns) * 1e-9
 
     def __enter__(self) -> _CountedClock:
         return self
@@ -153,13 +151,13 @@ class _Ledger:
         self.clock: _CountedClock | None = None
         """The watched call's clock (both modes run in the calling thread only)."""
 
-    def seconds_since(self, mark: tuple[int, int, int, int | None]) -> float:
+    def seconds_since(self, mark: tuple[int, int, int | None]) -> float:
         """Counted seconds since ``mark`` (a ``_CountedClock`` mark)."""
         return self.clock.since(mark)[0] if self.clock is not None else 0.0
 
-    def mark(self) -> tuple[int, int, int, int | None]:
+    def mark(self) -> tuple[int, int, int | None]:
         """Now, on the watched call's clock."""
-        return self.clock.mark() if self.clock is not None else (0, 0, 0, None)
+        return self.clock.mark() if self.clock is not None else (0, 0, None)
 
 
 class _ComputeDispatchMode(TorchDispatchMode):

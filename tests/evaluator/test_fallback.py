@@ -261,9 +261,9 @@ def test_honest_triton_kernel_stays_own_while_other_processes_load_the_cores(tmp
 
 
 def test_work_in_a_helper_thread_the_call_waits_for_is_not_own(tmp_path):
-    # The shares count the process's CPU time (the helper's included) and the calling
-    # thread's waits: the calling thread's CPU time alone would see the one trivial launch
-    # and a join that costs no CPU, and call this own (0.84).
+    # The shares count the calling thread's waits for anything but a CPU (the join here)
+    # as the wall clock did: its CPU time alone would see the one trivial launch and a join
+    # that costs no CPU, and call this own (0.84).
     (tmp_path / "helper_thread.py").write_text(HELPER_THREAD_PART)
     model = load(tmp_path / "helper_thread.py", "helper_thread_rms_norm").Model()
     shape = {"token_count": 64, "hidden_size": 1024}
