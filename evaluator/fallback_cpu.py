@@ -279,7 +279,8 @@ def bind_interpreter() -> bool:
 
 
 class _OwnKernelClock:
-    """CPU: the CPU time inside launches of the bundle's own Triton kernels.
+    """CPU: the counted time (``_CountedClock``) inside launches of the bundle's own Triton
+    kernels.
 
     While active, the interpreter's launch is replaced by a wrapper around the launch
     bound by ``bind_interpreter``; a launch counts when its JIT function's source file lies
@@ -350,15 +351,15 @@ class FallbackMonitor:
         self.call_s: list[float] = []
         """Wall seconds of each watched call (``observed_call_s``; no share uses them)."""
         self.call_counted_s: list[float] = []
-        """Counted seconds of each watched call (``_CountedClock``: the process's CPU time
-        and the calling thread's waits for anything but a CPU): every share's denominator."""
+        """Counted seconds of each watched call (``_CountedClock``: the calling thread's
+        wall time less its waits for a CPU): every share's denominator."""
         self.call_waited_s: list[float] = []
         """Seconds of each watched call that the calling thread waited for anything but a
         CPU (included in ``call_counted_s``)."""
         self.call_compute_s: list[float] = []
-        """CPU seconds of each watched call spent in PyTorch compute."""
+        """Counted seconds of each watched call spent in PyTorch compute."""
         self.call_own_s: list[float] = []
-        """CPU seconds of each watched call inside the bundle's own Triton kernels (with
+        """Counted seconds of each watched call inside the bundle's own Triton kernels (with
         ``own_code_dir`` and an interpreter; else empty)."""
 
     @property
@@ -403,10 +404,9 @@ class FallbackMonitor:
         """The shares (by time and by bytes, ``q_bytes`` per call) and the top compute ops."""
         ledger = self.ledger
         calls = max(1, self.calls)
-        # The median call's share: one call slowed by something that is not its own (a
-        # first call's lazy set-up, a collection by the garbage collector) does not
-        # decide it. (Before the shares were CPU time, a call the host was taken from made
-        # even pure PyTorch look 85 % the candidate's own on a loaded 2-core CI host.)
+        # The median call's share: a call that waited (for a CPU before 0.2.4; for a page
+        # from disk, say) puts that wait outside PyTorch's ops, and over a few calls made
+        # even pure PyTorch look 85 % the candidate's own (seen on a loaded 2-core CI host).
         compute_part = self._median_part(self.call_compute_s)
         by_time = 1.0 - compute_part if compute_part is not None else 1.0
         by_time = min(1.0, max(0.0, by_time))
