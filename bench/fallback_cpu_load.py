@@ -11,9 +11,10 @@ compete for the cores:
     TRITON_INTERPRET=1 python3 bench/fallback_cpu_load.py [--load 4] [--repeats 5]
         [--operators rms_norm,silu_and_mul,fused_add_rms_norm] [--json out.json]
 
-Each row: the smallest and the median share over the repeats, and (for the Triton bundle)
-its share in own kernels. Run it at two commits to compare two ways of measuring; the
-figures depend on the host, so they are printed, never asserted.
+Each row: the smallest and the median share over the repeats; loaded, also its two time
+shares (in own kernels; outside PyTorch's compute ops). Run it at two commits to compare
+two ways of measuring; the figures depend on the host, so they are printed, never
+asserted.
 """
 
 from __future__ import annotations
@@ -77,13 +78,14 @@ def load_model(bundle: Path, operator: str) -> torch.nn.Module:
 
 
 def shares(operator: str, bundle: Path, repeats: int) -> dict[str, list[float | None]]:
-    """The own-kernel share (and share in own kernels) of ``repeats`` measurements."""
+    """The own-kernel share, share in own kernels and share by time (outside PyTorch's
+    compute) of ``repeats`` measurements."""
     spec = get_operator(operator)
     kwargs = smoke_shape(operator)
     inputs = spec.make_inputs(device=torch.device("cpu"), seed=3, **kwargs)
     work = spec.work({}, kwargs)
     model = load_model(bundle, operator)
-    found: dict[str, list[float | None]] = {"share": [], "in_own_kernels": []}
+    found: dict[str, list[float | None]] = {"share": [], "in_own_kernels": [], "by_time": []}
     with torch.inference_mode():
         model(**inputs)  # compile and warm up outside the measurement, as the runner's trials
         for _ in range(repeats):
@@ -95,6 +97,7 @@ def shares(operator: str, bundle: Path, repeats: int) -> dict[str, list[float | 
             )
             found["share"].append(report.own_kernel_share)
             found["in_own_kernels"].append(report.share_in_own_kernels)
+            found["by_time"].append(report.share_by_time)
     return found
 
 
@@ -116,7 +119,8 @@ def main() -> None:
     prepare_monitoring(torch.device("cpu"))
     rows = []
     print(f"cores: {os.cpu_count()}, load: {args.load} busy-loop processes; min / median share")
-    print(f"{'operator':<20} {'bundle':<8} {'idle':>15} {'loaded':>15} {'in own, loaded':>15}")
+    header = ("idle", "loaded", "in own, loaded", "by time, loaded")
+    print(f"{'operator':<20} {'bundle':<8} " + " ".join(f"{h:>15}" for h in header))
     for operator in args.operators.split(","):
         for label, bundle in BUNDLES.items():
             if not (bundle / f"{operator}.py").exists():
@@ -130,7 +134,8 @@ def main() -> None:
             rows.append({"operator": operator, "bundle": label, "idle": idle, "loaded": loaded})
             print(
                 f"{operator:<20} {label:<8} {summary(idle['share']):>15} "
-                f"{summary(loaded['share']):>15} {summary(loaded['in_own_kernels']):>15}",
+                f"{summary(loaded['share']):>15} {summary(loaded['in_own_kernels']):>15} "
+                f"{summary(loaded['by_time']):>15}",
                 flush=True,
             )
     if args.json:

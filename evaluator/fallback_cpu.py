@@ -45,6 +45,7 @@ import os
 import statistics
 import sys
 import time
+from _thread import get_ident as _thread_id
 from collections.abc import Callable, Mapping
 from types import CodeType, FrameType
 from typing import Any
@@ -292,6 +293,9 @@ class _OwnKernelClock:
         self._depth = 0
         self._verdicts: dict[CodeType, bool] = {}
         self._saved: Any = None
+        self.call_clock: _CountedClock | None = None
+        """The watched call's clock, used by launches in the thread that made the call."""
+        self.call_thread = 0
 
     def _own(self, kernel: Any) -> bool:
         code = getattr(getattr(kernel, "fn", None), "__code__", None)
@@ -311,8 +315,13 @@ class _OwnKernelClock:
             if clock._depth or not clock._own(kernel):
                 return true_run(kernel, *args, **kwargs)
             clock._depth += 1
-            # A clock of its own: the launch may run in a thread other than the call's.
-            with _CountedClock() as counted:
+            # The call's clock, or one of its own in another thread (a clock is a thread's).
+            call_clock = clock.call_clock
+            with (
+                contextlib.nullcontext(call_clock)
+                if call_clock is not None and _thread_id() == clock.call_thread
+                else _CountedClock()
+            ) as counted:
                 start = counted.mark()
                 try:
                     return true_run(kernel, *args, **kwargs)
@@ -374,6 +383,8 @@ class FallbackMonitor:
         own_before = kernels.seconds if kernels is not None else 0.0
         with _CountedClock() as clock:
             self.ledger.clock = clock
+            if kernels is not None:
+                kernels.call_clock, kernels.call_thread = clock, _thread_id()
             try:
                 start = clock.mark()
                 with self._function, self._dispatch, kernels or contextlib.nullcontext():
@@ -381,6 +392,8 @@ class FallbackMonitor:
                 seconds, wall, waited = clock.since(start)
             finally:
                 self.ledger.clock = None
+                if kernels is not None:
+                    kernels.call_clock = None
         self.call_s.append(wall)
         self.call_counted_s.append(seconds)
         self.call_waited_s.append(waited)
