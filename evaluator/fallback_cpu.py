@@ -74,8 +74,11 @@ class _CountedClock:
     its wall time."""
 
     def __init__(self) -> None:
+        self._identity: tuple[int, int] | None = None
         try:
             self._schedstat: int | None = os.open(SCHEDSTAT, os.O_RDONLY)
+            status = os.fstat(self._schedstat)
+            self._identity = (status.st_dev, status.st_ino)
         except OSError:
             self._schedstat = None
 
@@ -83,6 +86,11 @@ class _CountedClock:
         if self._schedstat is None:
             return None
         try:
+            # The candidate could close the descriptor and open a file of its own under
+            # the same number: read only the file that was opened (else: the wall time).
+            status = os.fstat(self._schedstat)
+            if (status.st_dev, status.st_ino) != self._identity:
+                return None
             return int(os.pread(self._schedstat, 256, 0).split()[1])
         except (OSError, ValueError, IndexError):
             return None
@@ -110,7 +118,8 @@ class _CountedClock:
 
     def __exit__(self, *exc: object) -> None:
         if self._schedstat is not None:
-            os.close(self._schedstat)
+            with contextlib.suppress(OSError):  # closed by the candidate already
+                os.close(self._schedstat)
             self._schedstat = None
 
 

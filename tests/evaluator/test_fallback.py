@@ -22,7 +22,7 @@ from evaluator.elf_symbols import (
     shared_object_function_names,
 )
 from evaluator.fallback import measure_fallback, monitor_for, prepare_monitoring, report_for
-from evaluator.fallback_cpu import SCHEDSTAT, FallbackMonitor, is_allowed_op
+from evaluator.fallback_cpu import SCHEDSTAT, FallbackMonitor, _CountedClock, is_allowed_op
 from evaluator.fallback_cuda import (
     MEMCPY,
     MEMSET,
@@ -302,6 +302,26 @@ def test_a_wait_for_anything_but_a_cpu_counts_against_the_call():
     assert report.share_in_own_kernels < THRESHOLD and report.own_kernel_share < THRESHOLD
     assert report.top_ops[0]["op"].startswith("outside its Triton kernels")
     assert report.share_by_time == 1.0  # no PyTorch compute: the kernels' time alone decides
+
+
+@pytest.mark.skipif(not os.access(SCHEDSTAT, os.R_OK), reason="needs Linux schedstat")
+def test_the_clock_reads_only_the_schedstat_it_opened(tmp_path):
+    # A candidate that closes the clock's descriptor and opens a file of its own under the
+    # same number (a run-queue wait as long as it likes) gets the wall time, not a wait
+    # taken off.
+    forged = tmp_path / "schedstat"
+    forged.write_text("0 999999999999999 0\n")
+    with _CountedClock() as clock:
+        mark = clock.mark()
+        os.close(clock._schedstat)
+        descriptor = os.open(forged, os.O_RDONLY)
+        try:
+            assert descriptor == clock._schedstat
+            time.sleep(0.02)
+            counted, wall, waited = clock.since(mark)
+        finally:
+            os.close(descriptor)
+    assert counted == wall >= 0.02 and waited == 0.0
 
 
 @pytest.mark.parametrize("operator", sorted(SHAPES))
