@@ -32,8 +32,9 @@ own CPU time plus its waits for anything but a CPU. So other processes' load doe
 move a share, and everything else the wall clock counted still counts: a sleep, a join on
 a helper thread doing the work, a pipe or a socket to work done elsewhere are waits of
 the call, outside the own kernels (the thread's CPU time alone would miss them). Threads
-running beside the calling thread are not added (the process's CPU time would add the
-PyTorch OpenMP workers that spin on after the harness's own ops, several ms a call).
+running beside the calling thread are not added (the process's CPU time would: in the
+evaluation child another thread, by all signs PyTorch's OpenMP worker spinning on after
+the harness's own checks, ran 4-10 ms inside each call).
 Where schedstat cannot be read, counted time is the wall time. The wall time of each call
 is also kept for ``observed_call_s`` (the timed calls are compared with it).
 """
