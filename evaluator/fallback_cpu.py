@@ -96,19 +96,31 @@ class _CountedClock:
         except (OSError, ValueError, IndexError):
             return None
 
-    def mark(self) -> tuple[int, int, int | None]:
-        """Now, for ``since``."""
-        # The run-delay reads enclose the clocks' (see ``since``): a CPU wait between them
-        # can only make the counted time smaller.
+    def mark(self, *, enclose: bool = True) -> tuple[int, int, int | None]:
+        """Now, for ``since`` (with the same ``enclose``)."""
+        # With ``enclose`` the run-delay reads enclose the clocks': their cost, and a CPU
+        # wait between them, fall outside the region (a launch of the bundle's own kernels
+        # is never made longer). Without, inside it (a PyTorch compute call is never made
+        # shorter).
+        if not enclose:
+            wall = _wall_ns()
+            return wall, _thread_ns(), self._run_delay_ns()
         delay = self._run_delay_ns()
         return _wall_ns(), _thread_ns(), delay
 
-    def since(self, mark: tuple[int, int, int | None]) -> tuple[float, float, float]:
+    def since(
+        self, mark: tuple[int, int, int | None], *, enclose: bool = True
+    ) -> tuple[float, float, float]:
         """(Counted, wall, waited) seconds since ``mark``; waited: for anything but a CPU."""
         wall_0, thread_0, delay_0 = mark
-        thread_ns = _thread_ns() - thread_0
-        wall_ns = _wall_ns() - wall_0
-        delay_1 = self._run_delay_ns()
+        if enclose:
+            thread_ns = _thread_ns() - thread_0
+            wall_ns = _wall_ns() - wall_0
+            delay_1 = self._run_delay_ns()
+        else:
+            delay_1 = self._run_delay_ns()
+            thread_ns = _thread_ns() - thread_0
+            wall_ns = _wall_ns() - wall_0
         if delay_0 is None or delay_1 is None:
             return wall_ns * 1e-9, wall_ns * 1e-9, 0.0
         counted_ns = max(thread_ns, wall_ns - (delay_1 - delay_0))
@@ -163,12 +175,12 @@ class _Ledger:
         """The watched call's clock (both modes run in the calling thread only)."""
 
     def seconds_since(self, mark: tuple[int, int, int | None]) -> float:
-        """Counted seconds since ``mark`` (a ``_CountedClock`` mark)."""
-        return self.clock.since(mark)[0] if self.clock is not None else 0.0
+        """Counted seconds of a PyTorch compute call since ``mark`` (from ``mark``)."""
+        return self.clock.since(mark, enclose=False)[0] if self.clock is not None else 0.0
 
     def mark(self) -> tuple[int, int, int | None]:
-        """Now, on the watched call's clock."""
-        return self.clock.mark() if self.clock is not None else (0, 0, None)
+        """Now, on the watched call's clock, for a PyTorch compute call."""
+        return self.clock.mark(enclose=False) if self.clock is not None else (0, 0, None)
 
 
 class _ComputeDispatchMode(TorchDispatchMode):
