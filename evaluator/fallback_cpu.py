@@ -21,6 +21,22 @@ the time inside launches of the bundle's own Triton kernels (the interpreter's
 ``InterpretedFunction.run``, as bound before the candidate was imported) over the call
 time, the median call's. Work done outside PyTorch and outside those kernels (NumPy,
 plain Python, another library) is then not the submission's own either.
+
+Every "time" of a share is counted time (``_CountedClock``), not the wall clock: on a
+loaded host the process is taken off the CPU at random points, and a wait for a CPU that
+fell outside a kernel launch made an honest Triton kernel look a fallback (own share 0.64
+on a loaded 2-core CI host; with four busy loops on two cores, one call in six of a smoke
+shape under 0.8, as low as 0.32). Counted time is the calling thread's wall time less the
+time it was runnable but waiting for a CPU (Linux's ``/proc/thread-self/schedstat``): its
+own CPU time plus its waits for anything but a CPU. So other processes' load does not
+move a share, and everything else the wall clock counted still counts: a sleep, a join on
+a helper thread doing the work, a pipe or a socket to work done elsewhere are waits of
+the call, outside the own kernels (the thread's CPU time alone would miss them). Threads
+running beside the calling thread are not added (the process's CPU time would: in the
+evaluation child another thread, by all signs PyTorch's OpenMP worker spinning on after
+the harness's own checks, ran 4-10 ms inside each call).
+Where schedstat cannot be read, counted time is the wall time. The wall time of each call
+is also kept for ``observed_call_s`` (the timed calls are compared with it).
 """
 
 from __future__ import annotations
@@ -30,6 +46,7 @@ import os
 import statistics
 import sys
 import time
+from _thread import get_ident as _thread_id
 from collections.abc import Callable, Mapping
 from types import CodeType, FrameType
 from typing import Any
@@ -40,6 +57,83 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from evaluator.code_origin import genuine, package_dir
 from evaluator.fallback_report import ALLOWED_OPS, FallbackReport, OpStats
+
+# The clocks, bound at import, before any candidate code runs: a candidate that replaces
+# ``time.thread_time_ns`` changes nothing here (and the integrity guard reports it).
+_wall_ns = time.perf_counter_ns
+_thread_ns = time.thread_time_ns
+
+SCHEDSTAT = "/proc/thread-self/schedstat"
+"""The calling thread's scheduler statistics (Linux): CPU time, time runnable but waiting
+for a CPU (ns), time slices."""
+
+
+class _CountedClock:
+    """The time a share counts, for regions run by the thread that opened it: the thread's
+    wall time less its time runnable but waiting for a CPU (``SCHEDSTAT``), which is its own
+    CPU time plus its waits for anything but a CPU; where ``SCHEDSTAT`` cannot be read,
+    its wall time."""
+
+    def __init__(self) -> None:
+        self._identity: tuple[int, int] | None = None
+        try:
+            self._schedstat: int | None = os.open(SCHEDSTAT, os.O_RDONLY)
+            status = os.fstat(self._schedstat)
+            self._identity = (status.st_dev, status.st_ino)
+        except OSError:
+            self._schedstat = None
+
+    def _run_delay_ns(self) -> int | None:
+        if self._schedstat is None:
+            return None
+        try:
+            # The candidate could close the descriptor and open a file of its own under
+            # the same number: read only the file that was opened (else: the wall time).
+            status = os.fstat(self._schedstat)
+            if (status.st_dev, status.st_ino) != self._identity:
+                return None
+            return int(os.pread(self._schedstat, 256, 0).split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def mark(self, *, enclose: bool = True) -> tuple[int, int, int | None]:
+        """Now, for ``since`` (with the same ``enclose``)."""
+        # With ``enclose`` the run-delay reads enclose the clocks': their cost, and a CPU
+        # wait between them, fall outside the region (a launch of the bundle's own kernels
+        # is never made longer). Without, inside it (a PyTorch compute call is never made
+        # shorter).
+        if not enclose:
+            wall = _wall_ns()
+            return wall, _thread_ns(), self._run_delay_ns()
+        delay = self._run_delay_ns()
+        return _wall_ns(), _thread_ns(), delay
+
+    def since(
+        self, mark: tuple[int, int, int | None], *, enclose: bool = True
+    ) -> tuple[float, float, float]:
+        """(Counted, wall, waited) seconds since ``mark``; waited: for anything but a CPU."""
+        wall_0, thread_0, delay_0 = mark
+        if enclose:
+            thread_ns = _thread_ns() - thread_0
+            wall_ns = _wall_ns() - wall_0
+            delay_1 = self._run_delay_ns()
+        else:
+            delay_1 = self._run_delay_ns()
+            thread_ns = _thread_ns() - thread_0
+            wall_ns = _wall_ns() - wall_0
+        if delay_0 is None or delay_1 is None:
+            return wall_ns * 1e-9, wall_ns * 1e-9, 0.0
+        counted_ns = max(thread_ns, wall_ns - (delay_1 - delay_0))
+        return counted_ns * 1e-9, wall_ns * 1e-9, (counted_ns - thread_ns) * 1e-9
+
+    def __enter__(self) -> _CountedClock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._schedstat is not None:
+            with contextlib.suppress(OSError):  # closed by the candidate already
+                os.close(self._schedstat)
+            self._schedstat = None
 
 
 def op_name(func: Any) -> str:
@@ -77,6 +171,16 @@ class _Ledger:
         self.compute_s = 0.0
         self.compute_bytes = 0
         self.in_function = False
+        self.clock: _CountedClock | None = None
+        """The watched call's clock (both modes run in the calling thread only)."""
+
+    def seconds_since(self, mark: tuple[int, int, int | None]) -> float:
+        """Counted seconds of a PyTorch compute call since ``mark`` (from ``mark``)."""
+        return self.clock.since(mark, enclose=False)[0] if self.clock is not None else 0.0
+
+    def mark(self) -> tuple[int, int, int | None]:
+        """Now, on the watched call's clock, for a PyTorch compute call."""
+        return self.clock.mark(enclose=False) if self.clock is not None else (0, 0, None)
 
 
 class _ComputeDispatchMode(TorchDispatchMode):
@@ -126,9 +230,9 @@ class _ComputeDispatchMode(TorchDispatchMode):
             decomposed = func.decompose(*args, **kwargs)
         if decomposed is not NotImplemented:
             return decomposed
-        start = time.perf_counter_ns()
+        start = self.ledger.mark()
         result = func(*args, **kwargs)
-        elapsed = (time.perf_counter_ns() - start) * 1e-9
+        elapsed = self.ledger.seconds_since(start)
         nbytes = _tensor_bytes(args, set()) + _tensor_bytes(kwargs, set())
         nbytes += _tensor_bytes(result, set())
         stats = self.ledger.ops.setdefault(op_name(func), OpStats())
@@ -157,11 +261,11 @@ class _CallTimingMode(TorchFunctionMode):
             return func(*args, **kwargs)
         before = self.ledger.compute_ops
         self.ledger.in_function = True
-        start = time.perf_counter_ns()
+        start = self.ledger.mark()
         try:
             return func(*args, **kwargs)
         finally:
-            elapsed = (time.perf_counter_ns() - start) * 1e-9
+            elapsed = self.ledger.seconds_since(start)
             self.ledger.in_function = False
             if self.ledger.compute_ops > before:
                 self.ledger.compute_s += elapsed
@@ -198,7 +302,8 @@ def bind_interpreter() -> bool:
 
 
 class _OwnKernelClock:
-    """CPU: the time inside launches of the bundle's own Triton kernels.
+    """CPU: the counted time (``_CountedClock``) inside launches of the bundle's own Triton
+    kernels.
 
     While active, the interpreter's launch is replaced by a wrapper around the launch
     bound by ``bind_interpreter``; a launch counts when its JIT function's source file lies
@@ -210,6 +315,9 @@ class _OwnKernelClock:
         self._depth = 0
         self._verdicts: dict[CodeType, bool] = {}
         self._saved: Any = None
+        self.call_clock: _CountedClock | None = None
+        """The watched call's clock, used by launches in the thread that made the call."""
+        self.call_thread = 0
 
     def _own(self, kernel: Any) -> bool:
         code = getattr(getattr(kernel, "fn", None), "__code__", None)
@@ -229,12 +337,19 @@ class _OwnKernelClock:
             if clock._depth or not clock._own(kernel):
                 return true_run(kernel, *args, **kwargs)
             clock._depth += 1
-            start = time.perf_counter_ns()
-            try:
-                return true_run(kernel, *args, **kwargs)
-            finally:
-                clock._depth -= 1
-                clock.seconds += (time.perf_counter_ns() - start) * 1e-9
+            # The call's clock, or one of its own in another thread (a clock is a thread's).
+            call_clock = clock.call_clock
+            with (
+                contextlib.nullcontext(call_clock)
+                if call_clock is not None and _thread_id() == clock.call_thread
+                else _CountedClock()
+            ) as counted:
+                start = counted.mark()
+                try:
+                    return true_run(kernel, *args, **kwargs)
+                finally:
+                    clock._depth -= 1
+                    clock.seconds += counted.since(start)[0]
 
         self._saved = cls.__dict__.get("run")
         cls.run = run
@@ -263,12 +378,19 @@ class FallbackMonitor:
             else None
         )
         self.total_s = 0.0
+        """Counted seconds of all watched calls (``call_counted_s``)."""
         self.call_s: list[float] = []
-        """Wall seconds of each watched call."""
+        """Wall seconds of each watched call (``observed_call_s``; no share uses them)."""
+        self.call_counted_s: list[float] = []
+        """Counted seconds of each watched call (``_CountedClock``: the calling thread's
+        wall time less its waits for a CPU): every share's denominator."""
+        self.call_waited_s: list[float] = []
+        """Seconds of each watched call that the calling thread waited for anything but a
+        CPU (included in ``call_counted_s``)."""
         self.call_compute_s: list[float] = []
-        """Seconds of each watched call spent in PyTorch compute."""
+        """Counted seconds of each watched call spent in PyTorch compute."""
         self.call_own_s: list[float] = []
-        """Seconds of each watched call inside the bundle's own Triton kernels (with
+        """Counted seconds of each watched call inside the bundle's own Triton kernels (with
         ``own_code_dir`` and an interpreter; else empty)."""
 
     @property
@@ -277,16 +399,27 @@ class FallbackMonitor:
         return len(self.call_s)
 
     def call(self, fn: Callable[[], Any]) -> Any:
-        """Run ``fn`` under both modes, adding its time to the total."""
+        """Run ``fn`` under both modes, adding its counted time to the total."""
         compute_before = self.ledger.compute_s
         kernels = self._kernels
         own_before = kernels.seconds if kernels is not None else 0.0
-        start = time.perf_counter_ns()
-        with self._function, self._dispatch, kernels or contextlib.nullcontext():
-            result = fn()
-        elapsed = (time.perf_counter_ns() - start) * 1e-9
-        self.total_s += elapsed
-        self.call_s.append(elapsed)
+        with _CountedClock() as clock:
+            self.ledger.clock = clock
+            if kernels is not None:
+                kernels.call_clock, kernels.call_thread = clock, _thread_id()
+            try:
+                start = clock.mark()
+                with self._function, self._dispatch, kernels or contextlib.nullcontext():
+                    result = fn()
+                seconds, wall, waited = clock.since(start)
+            finally:
+                self.ledger.clock = None
+                if kernels is not None:
+                    kernels.call_clock = None
+        self.call_s.append(wall)
+        self.call_counted_s.append(seconds)
+        self.call_waited_s.append(waited)
+        self.total_s += seconds
         self.call_compute_s.append(self.ledger.compute_s - compute_before)
         if kernels is not None:
             self.call_own_s.append(kernels.seconds - own_before)
@@ -294,10 +427,10 @@ class FallbackMonitor:
 
     def _median_part(self, seconds: list[float]) -> float | None:
         """The median over the watched calls of ``seconds`` (one entry per call) as a share
-        of the call's wall time; None without a timed call."""
+        of the call's counted time; None without a timed call."""
         parts = [
             part / elapsed
-            for elapsed, part in zip(self.call_s, seconds, strict=True)
+            for elapsed, part in zip(self.call_counted_s, seconds, strict=True)
             if elapsed > 0
         ]
         return statistics.median(parts) if parts else None
@@ -306,8 +439,8 @@ class FallbackMonitor:
         """The shares (by time and by bytes, ``q_bytes`` per call) and the top compute ops."""
         ledger = self.ledger
         calls = max(1, self.calls)
-        # The median call's share: a call during which the host was taken away (a busy
-        # machine) puts that wait outside PyTorch's ops, and over a few calls would make
+        # The median call's share: a call that waited (for a CPU before 0.2.4; for a page
+        # from disk, say) puts that wait outside PyTorch's ops, and over a few calls made
         # even pure PyTorch look 85 % the candidate's own (seen on a loaded 2-core CI host).
         compute_part = self._median_part(self.call_compute_s)
         by_time = 1.0 - compute_part if compute_part is not None else 1.0
