@@ -83,6 +83,9 @@ def test_check_submit_on_an_unserved_queue_cancel_and_correct_a_rejection(
     page.get_by_role("button", name="Submit", exact=True).click()
     page.wait_for_url("**/submissions/*/")
     assert page.locator("#error-code").inner_text() == "bundle:unknown-operator"
+    page.goto(f"{live_server.url}/submissions/new/")
+    assert "this hour: 10 of 10 left" in page.locator("#quota").inner_text()  # not counted
+    page.go_back()
     page.locator("#resubmit").click()
     page.wait_for_url("**/submissions/new/?from=*")
     assert page.get_by_label("Title").input_value() == "Second try"
