@@ -96,13 +96,12 @@ def queue_states() -> list[QueueState]:
     return [queue_state(hardware=h) for h in HardwareProfile.objects.filter(enabled=True)]
 
 
-def run_queue_position(*, run: EvaluationRun) -> dict[str, Any] | None:
-    """Where a queued run stands: its place among the queue's waiting runs (1 = next), the
-    queue's state and the estimated seconds until it starts; None unless it is queued."""
+def run_queue_position(*, run: EvaluationRun) -> tuple[int, QueueState] | None:
+    """Where a queued run stands: its place among its queue's waiting runs (1 = next) and
+    the queue's state (``state.wait_s(ahead=place - 1)`` estimates its start); None unless
+    it is queued."""
     if run.status != EvaluationRun.Status.QUEUED:
         return None
-    hardware = run.submission.hardware
-    state = queue_state(hardware=hardware)
     ahead = (
         EvaluationRun.objects.filter(
             queue=run.queue, status=EvaluationRun.Status.QUEUED, created_at__lt=run.created_at
@@ -110,11 +109,7 @@ def run_queue_position(*, run: EvaluationRun) -> dict[str, Any] | None:
         .exclude(pk=run.pk)
         .count()
     )
-    return {
-        "position": ahead + 1,
-        "queue": state.to_dict(),
-        "wait_s": state.wait_s(ahead=ahead),
-    }
+    return ahead + 1, queue_state(hardware=run.submission.hardware)
 
 
 def wait_in_words(seconds: float | None, state: QueueState) -> str:

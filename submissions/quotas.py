@@ -84,19 +84,20 @@ def _window_times(counted, *, window_s: int, now: datetime) -> list[datetime]:
     )
 
 
-def quota_status(*, owner) -> dict[str, Any]:
-    """What ``owner`` may still submit: each window's limit, use and what is left; staff
-    (exempt) get ``exempt: True`` and no windows."""
-    if owner.is_staff:
-        return {"exempt": True, "windows": []}
+WINDOW_SECONDS = {"per_hour": 3600, "per_day": 86400}
+
+
+def _windows(owner, now: datetime) -> list[QuotaWindow]:
+    """Each limit of a non-staff ``owner`` now: per hour, per day (on a clock: the slot
+    frees when enough of the oldest counted submissions leave the window) and at once."""
     limits = settings.ATREX
     counted = submissions_counted(owner=owner)
-    now = timezone.now()
     windows = []
-    for name, window_s, limit in (
-        ("per_hour", 3600, limits.get("QUOTA_PER_HOUR", 0)),
-        ("per_day", 86400, limits.get("QUOTA_PER_DAY", 0)),
+    for name, limit in (
+        ("per_hour", limits.get("QUOTA_PER_HOUR", 0)),
+        ("per_day", limits.get("QUOTA_PER_DAY", 0)),
     ):
+        window_s = WINDOW_SECONDS[name]
         times = _window_times(counted, window_s=window_s, now=now)
         frees_at = None
         if limit and len(times) >= limit:
@@ -107,6 +108,15 @@ def quota_status(*, owner) -> dict[str, Any]:
     active = counted.filter(status__in=ACTIVE_STATUSES).count()
     left = max(active_limit - active, 0) if active_limit else None
     windows.append(QuotaWindow("active", active_limit, active, left, None))
+    return windows
+
+
+def quota_status(*, owner) -> dict[str, Any]:
+    """What ``owner`` may still submit: each window's limit, use and what is left; staff
+    (exempt) get ``exempt: True`` and no windows."""
+    if owner.is_staff:
+        return {"exempt": True, "windows": []}
+    windows = _windows(owner, timezone.now())
     return {"exempt": False, "windows": [asdict(window) for window in windows]}
 
 
@@ -127,35 +137,25 @@ def quota_check(*, owner) -> None:
     """Raise ``QuotaExceeded`` when ``owner`` may not submit now; say when they may."""
     if owner.is_staff:
         return
-    limits = settings.ATREX
-    counted = submissions_counted(owner=owner)
-    active_limit = limits.get("QUOTA_ACTIVE", 0)
-    if active_limit:
-        active = counted.filter(status__in=ACTIVE_STATUSES).count()
-        if active >= active_limit:
-            raise QuotaExceeded(
-                f"You have {active} submissions waiting or being evaluated (the limit is "
-                f"{active_limit} at a time). Submit again when one of them has finished.",
-                code="quota:active",
-                retry_after_s=ACTIVE_RETRY_AFTER_S,
-            )
     now = timezone.now()
-    for label, window_s, limit in (
-        ("hour", 3600, limits.get("QUOTA_PER_HOUR", 0)),
-        ("day", 86400, limits.get("QUOTA_PER_DAY", 0)),
-    ):
-        if not limit:
-            continue
-        times = _window_times(counted, window_s=window_s, now=now)
-        if len(times) < limit:
-            continue
-        # The slot frees when enough of the oldest ones leave the window.
-        frees_at = times[len(times) - limit] + timedelta(seconds=window_s)
-        retry_after_s = max(1, math.ceil((frees_at - now).total_seconds()))
+    by_name = {window.name: window for window in _windows(owner, now)}
+    active = by_name["active"]
+    if active.limit and active.used >= active.limit:
         raise QuotaExceeded(
-            f"You have made {len(times)} submissions in the last {label}; the limit is "
-            f"{limit} per {label} (rejected uploads, cancelled submissions and failures on our "
-            "side are not counted). "
+            f"You have {active.used} submissions waiting or being evaluated (the limit is "
+            f"{active.limit} at a time). Submit again when one of them has finished.",
+            code="quota:active",
+            retry_after_s=ACTIVE_RETRY_AFTER_S,
+        )
+    for name, label in (("per_hour", "hour"), ("per_day", "day")):
+        window = by_name[name]
+        if window.frees_at is None:
+            continue
+        retry_after_s = max(1, math.ceil((window.frees_at - now).total_seconds()))
+        raise QuotaExceeded(
+            f"You have made {window.used} submissions in the last {label}; the limit is "
+            f"{window.limit} per {label} (rejected uploads, cancelled submissions and "
+            "failures on our side are not counted). "
             f"Try again in {_in_words(retry_after_s)}.",
             code=f"quota:per-{label}",
             retry_after_s=retry_after_s,

@@ -9,6 +9,7 @@ from catalogue.models import HardwareProfile, Shape, SuiteVersion
 
 from . import querysets
 from .models import EvaluationRun, Score, ShapeResult, Submission
+from .queues import run_queue_position, wait_in_words
 
 
 def submissions_visible_to(*, user: User | AnonymousUser) -> QuerySet[Submission]:
@@ -49,27 +50,21 @@ def submission_queue(*, submission: Submission, run: EvaluationRun | None) -> di
     estimated wait, with a sentence for the page; None otherwise."""
     if run is None or submission.status != Submission.Status.QUEUED:
         return None
-    from .queues import queue_state, run_queue_position, wait_in_words
-
-    position = run_queue_position(run=run)
-    if position is None:
+    place = run_queue_position(run=run)
+    if place is None:
         return None
-    state = queue_state(hardware=submission.hardware)
+    position, state = place
+    wait_s = state.wait_s(ahead=position - 1)
     workers = state.workers_online
-    place = f"Number {position['position']} in the queue for {state.name}"
+    where = f"Number {position} in the queue for {state.name}"
     if not state.serves:
-        note = f"{place} · no worker for it is online: it waits until one starts"
+        note = f"{where} · no worker for it is online: it waits until one starts"
     else:
         note = (
-            f"{place} · {workers} worker{'s' if workers != 1 else ''} online · "
-            f"{wait_in_words(position['wait_s'], state)}"
+            f"{where} · {workers} worker{'s' if workers != 1 else ''} online · "
+            f"{wait_in_words(wait_s, state)}"
         )
-    return {
-        "position": position["position"],
-        "workers_online": workers,
-        "wait_s": position["wait_s"],
-        "note": note,
-    }
+    return {"position": position, "workers_online": workers, "wait_s": wait_s, "note": note}
 
 
 def submission_progress(*, submission: Submission) -> dict:

@@ -11,21 +11,13 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from catalogue.models import HardwareProfile
-from fleet.models import WorkerNode
 from submissions import services
 from submissions.models import EvaluationRun, Submission
 from submissions.queues import queue_state, wait_in_words
+from tests.factories import WorkerNodeFactory
 from tests.submissions.test_checks import MODEL, _zip
 
 pytestmark = pytest.mark.django_db
-
-
-def _worker(slug: str, name: str = "w1@host") -> WorkerNode:
-    now = timezone.now()
-    return WorkerNode.objects.create(
-        name=name, hostname="host", hardware_profile=slug, queues=[f"eval.{slug}"],
-        status=WorkerNode.Status.ONLINE, started_at=now, last_heartbeat_at=now,
-    )  # fmt: skip
 
 
 def _finished_run(owner, seconds: float) -> None:
@@ -48,7 +40,7 @@ def test_a_queue_without_a_worker_says_so_and_gives_no_estimate(catalogue, user)
 
 
 def test_the_estimate_counts_runs_ahead_per_worker_at_the_median_run_time(catalogue, user):
-    _worker("cpu-dev")
+    WorkerNodeFactory()
     _finished_run(user, 60)
     _finished_run(user, 120)
     _finished_run(user, 90)
@@ -86,7 +78,7 @@ def test_progress_has_no_queue_place_once_the_run_started(catalogue, user):
 def test_the_form_marks_hardware_without_a_worker_and_proposes_a_served_one(
     client, catalogue, user
 ):
-    _worker("h100-sxm")
+    WorkerNodeFactory(hardware_profile="h100-sxm")
     client.force_login(user)
     page = client.get(reverse("submissions:new")).content.decode()
     assert "NVIDIA H100 SXM (1 worker online)" in page
@@ -100,7 +92,7 @@ def test_the_form_marks_hardware_without_a_worker_and_proposes_a_served_one(
 
 
 def test_the_queues_api_lists_every_enabled_hardware(catalogue, user):
-    _worker("cpu-dev")
+    WorkerNodeFactory()
     body = APIClient().get("/api/queues/").json()
     by_slug = {row["hardware"]: row for row in body}
     assert by_slug["cpu-dev"]["serves"] is True and by_slug["cpu-dev"]["new_wait_s"] == 0.0
