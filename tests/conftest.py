@@ -62,10 +62,10 @@ def pytest_configure(config) -> None:
     if not specs:
         return
     first = int(os.environ.get("ATREX_TEST_SLOT") or 0)
-    if first + len(specs) - 1 > 7:
+    if first + len(specs) - 1 > 15:
         raise pytest.UsageError(
             f"ATREX_TEST_SLOT={first} and {len(specs)} xdist workers need slots "
-            f"{first}-{first + len(specs) - 1}; there are only 0-7"
+            f"{first}-{first + len(specs) - 1}; there are only 0-15"
         )
     config.option.tx = [
         spec if "env:ATREX_TEST_SLOT=" in spec else f"{spec}//env:ATREX_TEST_SLOT={first + i}"

@@ -21,11 +21,11 @@ def _answers(host: str, port: int) -> bool:
 
 
 # Several test runs at once on one machine (parallel developers' sessions) each set their
-# own ATREX_TEST_SLOT (0-7): it picks the test database name, the Redis database and the
+# own ATREX_TEST_SLOT (0-15): it picks the test database name, the Redis database and the
 # folders, so that the runs do not drop each other's database or take each other's tasks.
 TEST_SLOT = env.int("ATREX_TEST_SLOT", default=0)
-if not 0 <= TEST_SLOT <= 7:
-    raise RuntimeError("ATREX_TEST_SLOT must be between 0 and 7")
+if not 0 <= TEST_SLOT <= 15:
+    raise RuntimeError("ATREX_TEST_SLOT must be between 0 and 15 (one Redis database each)")
 _SUFFIX = f"-{TEST_SLOT}" if TEST_SLOT else ""
 
 SECRET_KEY = "test-only-key"  # noqa: S105 - tests only
