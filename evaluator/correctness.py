@@ -15,8 +15,10 @@ run: an output that a leftover thread fills in later shows up.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +29,35 @@ from evaluator.errors import EvaluationError
 from evaluator.operators.base import CorrectnessPolicy, Fp8CodePolicy, OperatorSpec
 
 LeafRule = CorrectnessPolicy | Fp8CodePolicy
+
+_clock = time.perf_counter  # bound at import, before any candidate code runs
+
+
+class PhaseClock:
+    """Adds the wall seconds of named harness phases into a dict (``into[name] += s``).
+
+    On CUDA each phase starts and ends with a device synchronise, so that the work a
+    phase queued is counted in it and not in the next one (a few microseconds each).
+    Nothing it measures feeds a verdict or a score: the figures go into a shape's
+    ``wall_s`` in results.json, for ``bench/where_time_goes.py``.
+    """
+
+    def __init__(self, device: torch.device, into: dict[str, float] | None) -> None:
+        self.device = device
+        self.into = into
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Any:
+        if self.into is None:
+            yield
+            return
+        _synchronize(self.device)
+        started = _clock()
+        try:
+            yield
+        finally:
+            _synchronize(self.device)
+            self.into[name] = round(self.into.get(name, 0.0) + _clock() - started, 6)
 
 
 class CandidateError(EvaluationError):
@@ -586,6 +617,7 @@ def check_shape(
     policy: CorrectnessPolicy | None = None,
     call_wrapper: Callable[[Callable[[], Any]], Any] | None = None,
     after_call: Callable[[], None] | None = None,
+    phases: dict[str, float] | None = None,
 ) -> ShapeCorrectness:
     """Run ``trials`` correctness trials of one shape (fresh inputs each); stop at a failure.
 
@@ -600,37 +632,47 @@ def check_shape(
     count = trials if trials is not None else policy.trials
     total = Comparison(True)
     poison_bytes = 0
+    phase = PhaseClock(device, phases)
     for trial in range(count):
         seed = derive_seed(run_seed, "correctness", spec.slug, shape_id, trial)
         with torch.inference_mode():
-            candidate_inputs = spec.make_inputs(device=device, seed=seed, **dict(input_kwargs))
+            with phase("inputs"):
+                candidate_inputs = spec.make_inputs(device=device, seed=seed, **dict(input_kwargs))
             poison_allocator(device, max(poison_bytes, input_nbytes(candidate_inputs)))
-            candidate_output = wrap(
-                functools.partial(call_candidate, candidate, candidate_inputs, shape_id=shape_id)
-            )
-            _synchronize(device)
+            with phase("candidate_first" if trial == 0 else "candidate"):
+                candidate_output = wrap(
+                    functools.partial(
+                        call_candidate, candidate, candidate_inputs, shape_id=shape_id
+                    )
+                )
+                _synchronize(device)
             if after_call is not None:
                 after_call()
             returned = snapshot_outputs(candidate_output)
             # The inputs drawn again from the seed, after the call (so the candidate's own
             # copy is all that existed while it ran): it could reach every tensor alive then
             # and rewrite a copy kept from before, reference and hygiene checks with it.
-            inputs = spec.make_inputs(device=device, seed=seed, **dict(input_kwargs))
+            with phase("inputs"):
+                inputs = spec.make_inputs(device=device, seed=seed, **dict(input_kwargs))
             # The reference runs only now: the answer did not exist while the candidate ran.
-            reference_output = reference(**clone_inputs(inputs))
+            with phase("reference"):
+                reference_output = reference(**clone_inputs(inputs))
             poison_bytes = output_nbytes(reference_output)
-            total = total.merge(
-                compare_outputs(reference_output, returned, policy=policy, shape_id=shape_id)
-            )
-            if total.ok:
-                _synchronize(device)
-                problem = (
-                    hygiene_error(candidate_output, candidate_inputs, inputs, shape_id=shape_id)
-                    or echo_error(returned, reference_output, inputs, shape_id=shape_id)
-                    or changed_after_return_error(returned, candidate_output, shape_id=shape_id)
+            with phase("compare"):
+                total = total.merge(
+                    compare_outputs(reference_output, returned, policy=policy, shape_id=shape_id)
                 )
-                if problem:
-                    total = Comparison(False, problem, total.max_abs_error, total.mismatch_share)
+                if total.ok:
+                    _synchronize(device)
+                    problem = (
+                        hygiene_error(candidate_output, candidate_inputs, inputs, shape_id=shape_id)
+                        or echo_error(returned, reference_output, inputs, shape_id=shape_id)
+                        or changed_after_return_error(returned, candidate_output, shape_id=shape_id)
+                    )
+                    if problem:
+                        total = Comparison(
+                            False, problem, total.max_abs_error, total.mismatch_share
+                        )
         if not total.ok:
             return ShapeCorrectness(
                 False, total.error, total.max_abs_error, total.mismatch_share, trial + 1

@@ -45,12 +45,17 @@ def prepare_monitoring(device: torch.device) -> None:
 
 
 def monitor_for(
-    device: torch.device, *, own_code_dir: str | os.PathLike[str] | None = None
+    device: torch.device,
+    *,
+    own_code_dir: str | os.PathLike[str] | None = None,
+    calls: int | None = None,
 ) -> Monitor:
     """The fallback monitor for candidate calls on ``device``; ``own_code_dir`` is the
-    extracted bundle (on CUDA, kernels built from code there are the submission's)."""
+    extracted bundle (on CUDA, kernels built from code there are the submission's);
+    ``calls``, how many calls it will watch before its report, if known (on CUDA it
+    then watches the first more cheaply, see ``CudaFallbackMonitor``)."""
     if device.type == "cuda":
-        return CudaFallbackMonitor(own_code_dir=own_code_dir, device=device)
+        return CudaFallbackMonitor(own_code_dir=own_code_dir, device=device, calls=calls)
     return FallbackMonitor(own_code_dir=own_code_dir)
 
 
@@ -70,7 +75,7 @@ def measure_fallback(
     own_code_dir: str | os.PathLike[str] | None = None,
 ) -> FallbackReport:
     """Own-kernel share of ``fn`` (one candidate call) over ``calls`` monitored calls."""
-    monitor = monitor_for(device, own_code_dir=own_code_dir)
+    monitor = monitor_for(device, own_code_dir=own_code_dir, calls=calls)
     for _ in range(calls):
         monitor.call(fn)
     return report_for(monitor, q_bytes=q_bytes)

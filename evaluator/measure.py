@@ -107,7 +107,7 @@ def evaluate_shape(
     """
     import torch  # heavy imports stay out of the runner process, which imports this module
 
-    from evaluator.correctness import CandidateError, check_shape
+    from evaluator.correctness import CandidateError, PhaseClock, check_shape
     from evaluator.fallback import monitor_for, report_for
     from evaluator.integrity import OutsideWorkError, TamperingError, bound_checker
 
@@ -146,7 +146,10 @@ def evaluate_shape(
                 f"shape {shape_id}: Model(**{init_kwargs!r}) failed: {message_of(exc)}"
             ) from exc
         # The correctness calls are also the ones watched for PyTorch fallbacks.
-        monitor = monitor_for(device, own_code_dir=job.get("bundle_dir"))
+        # It watches every correctness trial (check_shape runs the policy's count); the
+        # report comes only when all of them passed.
+        monitor = monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=spec.policy.trials)
+        phases["setup"] = round(_clock() - started, 4)  # reference and Model built
         correctness = check_shape(
             spec=spec,
             reference=reference,
@@ -157,6 +160,7 @@ def evaluate_shape(
             run_seed=job["seed"],
             call_wrapper=monitor.call if monitor else None,
             after_call=bound_checker(guard, f"after a call of shape {shape_id}"),
+            phases=phases,
         )
         record.update(
             max_abs_error=correctness.max_abs_error,
@@ -191,6 +195,7 @@ def evaluate_shape(
             checked_error_level=correctness.mean_tolerance_used,
             guard=guard,
             all_streams=fallback.other_stream_activities > 0,
+            phase=PhaseClock(device, phases),
         )
         record["warnings"].extend(timed.pop("warnings", []))
         record.update(timed)
@@ -291,6 +296,7 @@ def _time_shape(
     guard: Any = None,
     checked_error_level: float | None = None,
     all_streams: bool = False,
+    phase: Any = None,
 ) -> dict[str, Any]:
     """Timing of a correct shape (candidate, then reference); timed outputs are checked.
 
@@ -301,10 +307,15 @@ def _time_shape(
     thread and clock checks run. After the loop, the reference runs on the last inputs of
     each slot: the last outputs must be right, unchanged since they were returned, not
     alias or modify their inputs, and the error must not have grown since the first call.
+    ``phase`` (``evaluator.correctness.PhaseClock``) adds the seconds of the parts to the
+    shape's ``wall_s``: ``timed_inputs`` and ``timed_first_check`` (the hooks around the
+    timed calls, outside the timed region), ``timed_candidate`` (the candidate's timing
+    loop, its hooks included), ``timed_checks`` (after the loop), ``timed_reference``.
     """
     import torch
 
     from evaluator.correctness import (
+        PhaseClock,
         call_candidate,
         changed_after_return_error,
         clone_inputs,
@@ -316,6 +327,7 @@ def _time_shape(
     from evaluator.timing import make_timer
 
     shape_id = str(shape["shape_id"])
+    phase = phase or PhaseClock(device, None)
     check_call = bound_checker(guard, f"after a timed call of shape {shape_id}", critical_only=True)
 
     def draw_seed() -> int:
@@ -346,7 +358,8 @@ def _time_shape(
 
         def before_call() -> None:
             seed = draw_seed()
-            _refill(slots[calls[0] % 2], inputs_of(seed))
+            with phase("timed_inputs"):
+                _refill(slots[calls[0] % 2], inputs_of(seed))
             seeds[calls[0] % 2] = seed
 
         def run_candidate() -> None:
@@ -361,12 +374,13 @@ def _time_shape(
             check_call()
             returned[index] = snapshot_outputs(outputs[index])
             if not first_calls:
-                expected = reference(**inputs_of(seeds[index]))
-                first_calls.append(
-                    compare_outputs(
-                        expected, returned[index], policy=spec.policy, shape_id=shape_id
+                with phase("timed_first_check"):
+                    expected = reference(**inputs_of(seeds[index]))
+                    first_calls.append(
+                        compare_outputs(
+                            expected, returned[index], policy=spec.policy, shape_id=shape_id
+                        )
                     )
-                )
 
         def run_reference() -> None:
             timed_reference(**slots[calls[0] % 2])
@@ -375,14 +389,15 @@ def _time_shape(
         timer = make_timer(device)
         budget = job.get("time_budget_s")
         # The correctness trials already warmed the candidate up (and compiled its kernels).
-        timing = timer.measure(
-            run_candidate,
-            budget_s=budget,
-            warmup=1,
-            before_call=before_call,
-            after_call=after_call,
-            all_streams=all_streams,
-        )
+        with phase("timed_candidate"):
+            timing = timer.measure(
+                run_candidate,
+                budget_s=budget,
+                warmup=1,
+                before_call=before_call,
+                after_call=after_call,
+                all_streams=all_streams,
+            )
         if guard is not None:
             guard.check(f"after the timed calls of shape {shape_id}")
         last_index = (calls[0] - 1) % 2
@@ -400,11 +415,12 @@ def _time_shape(
         for index in (0, 1):
             if outputs[index] is None:
                 continue
-            pristine = inputs_of(seeds[index])
-            expected = reference(**clone_inputs(pristine))
-            check = compare_outputs(
-                expected, returned[index], policy=spec.policy, shape_id=shape_id
-            )
+            with phase("timed_checks"):
+                pristine = inputs_of(seeds[index])
+                expected = reference(**clone_inputs(pristine))
+                check = compare_outputs(
+                    expected, returned[index], policy=spec.policy, shape_id=shape_id
+                )
             if not check.ok:
                 return failed(
                     f"a timed call returned a wrong result ({check.error})", check.max_abs_error
@@ -423,7 +439,8 @@ def _time_shape(
                 f"{last_used:.0%}"
             )
         timed_reference = build_reference()  # after the candidate's last call, like the checks
-        reference_timing = timer.measure(run_reference, budget_s=budget)
+        with phase("timed_reference"):
+            reference_timing = timer.measure(run_reference, budget_s=budget)
     return {
         "status": "pass",
         "time_s": timing.median_s,

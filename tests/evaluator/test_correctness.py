@@ -212,6 +212,26 @@ def test_check_shape_passes_the_reference_itself():
     assert result.ok and result.trials == 3
 
 
+def test_check_shape_adds_where_its_time_went_to_phases():
+    # Seconds go into a phases dict the caller owns (a shape's wall_s in results.json);
+    # the first call is apart from the others (Triton compiles there).
+    phases = {"inputs": 1.0}
+    result = check_shape(
+        spec=RMS,
+        reference=RMS.build_reference({"eps": 1e-6}),
+        candidate=RMS.build_reference({"eps": 1e-6}),
+        shape_id="1",
+        input_kwargs={"token_count": 2, "hidden_size": 32},
+        device=CPU,
+        run_seed=1,
+        phases=phases,
+    )
+    assert result.ok
+    assert set(phases) == {"inputs", "candidate_first", "candidate", "reference", "compare"}
+    assert phases["inputs"] > 1.0  # added to, not replaced
+    assert all(seconds > 0 for seconds in phases.values())
+
+
 def test_check_shape_rejects_an_in_place_kernel():
     result = run_check(InPlaceRmsNorm())
     assert not result.ok and "shares memory" in result.error

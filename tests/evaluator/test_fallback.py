@@ -16,9 +16,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from evaluator import elf_symbols
 from evaluator.elf_symbols import (
     cxx_qualified_name,
     itanium_qualified_name,
+    real_path,
+    remember_real_paths,
     shared_object_function_names,
 )
 from evaluator.fallback import measure_fallback, monitor_for, prepare_monitoring, report_for
@@ -657,3 +660,41 @@ def test_extension_function_names_are_read_from_the_shared_object(tmp_path):
     names = shared_object_function_names(str(library))
     assert {"mykernels::rms_norm_fwd", "plain_c_kernel"} <= names
     assert shared_object_function_names(str(source)) == frozenset()  # not ELF: nothing
+
+
+def test_real_paths_are_remembered_only_inside_the_given_roots(tmp_path, monkeypatch):
+    # The fallback monitor resolves every loaded file at each shape; files of folders no
+    # candidate can write are resolved once. A link that leaves those folders, or a file
+    # outside them, is resolved afresh each time: the candidate could change it.
+    monkeypatch.setattr(elf_symbols, "_REAL_PATHS", elf_symbols._REAL_PATHS)
+    installed, elsewhere = tmp_path / "installed", tmp_path / "elsewhere"
+    installed.mkdir()
+    elsewhere.mkdir()
+    (installed / "lib.py").write_text("")
+    (installed / "alias.py").symlink_to(installed / "lib.py")
+    (elsewhere / "own.py").write_text("")
+    (elsewhere / "other.py").write_text("")
+    (installed / "out.py").symlink_to(elsewhere / "own.py")
+    paths = [str(installed / name) for name in ("lib.py", "alias.py", "out.py")]
+    remember_real_paths([*paths, str(elsewhere / "own.py")], [str(installed)])
+    assert dict(elf_symbols._REAL_PATHS) == {
+        str(installed / "lib.py"): str(installed / "lib.py"),
+        str(installed / "alias.py"): str(installed / "lib.py"),
+    }
+    with pytest.raises(TypeError):
+        elf_symbols._REAL_PATHS["x"] = "y"  # read-only
+    (installed / "out.py").unlink()
+    (installed / "out.py").symlink_to(elsewhere / "other.py")
+    assert real_path(str(installed / "out.py")) == str(elsewhere / "other.py")
+    assert real_path(str(installed / "alias.py")) == str(installed / "lib.py")
+
+
+def test_a_cuda_monitor_told_of_more_calls_gives_no_share_from_its_first_alone():
+    # Its first call is watched without the host's ops (only the calls after it give the
+    # share): a report after that call alone would be wrong, so there is none.
+    monitor = CudaFallbackMonitor(device=None, calls=3)
+    assert monitor.first_call_device_only
+    with pytest.raises(RuntimeError, match="more calls than it watched"):
+        monitor.report(q_bytes=None)
+    assert not CudaFallbackMonitor(device=None, calls=1).first_call_device_only
+    assert not CudaFallbackMonitor(device=None).first_call_device_only

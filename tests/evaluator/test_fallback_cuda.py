@@ -64,7 +64,7 @@ def measure_case(
     module = _MODULES[key]
     candidate = module.Model(**init_kwargs).to(device)
     reference = spec.build_reference(init_kwargs).to(device)
-    monitor = monitor_for(device, own_code_dir=bundle)
+    monitor = monitor_for(device, own_code_dir=bundle, calls=3)  # as evaluate_shape does
     correct = True
     with torch.inference_mode():
         for trial in range(3):
@@ -206,6 +206,15 @@ def test_honest_triton_is_own(shares, case):
     report = shares[case]
     assert report["correct"]
     assert report["own_kernel_share"] >= 0.95, report
+
+
+def test_the_first_call_is_watched_for_its_device_activity_only(shares):
+    # The share is taken over the calls after the first; of the first only the streams
+    # are read, so its host ops (most of the profiler's cost) are not recorded.
+    calls = shares["pytorch-eager"]["kernels_per_call"]
+    assert len(calls) == 3 and calls[0]
+    assert all(launcher is None for _, _, launcher, _ in calls[0])
+    assert any((launcher or "").startswith("aten::") for _, _, launcher, _ in calls[1])
 
 
 def test_side_stream_launch_is_captured(shares):
