@@ -572,6 +572,31 @@ def test_profiler_events_become_activities_with_their_launching_op():
     ]
 
 
+def test_of_host_events_sharing_an_id_the_last_host_op_launched_the_kernel():
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    cpu, cuda = DeviceType.CPU, DeviceType.CUDA
+    events = [
+        _FakeEvent("aten::add", cpu, 5, 0, "cpu_op"),
+        _FakeEvent("aten::mul", cpu, 5, 0, "cpu_op"),
+        _FakeEvent("Activity Buffer Request", cpu, 5, 0, "overhead"),  # not a host op
+        _FakeEvent("k1", cuda, 90, 5, "kernel", 100),
+        _FakeEvent("k2", cuda, 91, 6, "kernel", 100),
+        _FakeEvent("record", cpu, 6, 0, "user_annotation"),  # listed after k2: still its op
+        _FakeEvent("k3", cuda, 92, 6, "kernel", 100),
+    ]
+    fake = SimpleNamespace(
+        profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events))
+    )
+    assert [a.launched_by for a in activities_from_profile(fake)] == [
+        "aten::mul",
+        "record",
+        "record",
+    ]
+
+
 def test_cxx_names_from_profiler_and_from_symbols_agree():
     assert cxx_qualified_name("void ns::kernel<float, 4>(float const*, float*, int)") == (
         "ns::kernel"
