@@ -776,6 +776,7 @@ def _sanitize_operators(
             pending = [op for op in pending if shared.get(op, None) is not False]
         started = time.monotonic()
         failed: list[str] = []
+        per_operator: dict[str, float] = {}
         with ChildStarter(
             sandbox=sandbox, device=device, bundle_dir=bundle_dir, log_dir=log_dir,
             tool=tool, sanitizer=executable,
@@ -803,6 +804,7 @@ def _sanitize_operators(
                     on_sent=lambda following=following: starter.start_ahead(following),
                     watch_processes=False,
                 )
+                per_operator[operator] = outcome.marks.get("gone", 0.0)
                 if records and tool == "memcheck":
                     shared[operator] = records[0].get("shared_memory")
                 text = log_path.read_text(errors="replace") if log_path.exists() else ""
@@ -830,6 +832,7 @@ def _sanitize_operators(
         summary["tools"][tool] = {
             "operators": list(pending),
             "seconds": round(time.monotonic() - started, 3),
+            "per_operator_s": per_operator,
             "failed": failed,
         }
     return summary

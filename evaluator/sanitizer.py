@@ -34,6 +34,8 @@ TOOLS = ("memcheck", "racecheck", "initcheck")
 DEFAULT_TOOLS = ("memcheck", "racecheck")
 """racecheck runs only where the memcheck child found (or could not rule out) a kernel of
 the bundle's that uses shared memory."""
+PADDING_BYTES = 512
+"""memcheck's padding after each allocation (bytes)."""
 PRINT_LIMIT = 10
 """Reports printed per run: the first is quoted, the count is what the summary says."""
 SANITIZER_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
@@ -199,7 +201,9 @@ def command(executable: str, tool: str) -> list[str]:
         "application-only",
     ]
     if tool == "memcheck":
-        wrapper += ["--leak-check", "no"]
+        # A padding buffer after every allocation: a read just past a tensor's end lands
+        # in it, not in the next tensor, whatever the allocations' alignment.
+        wrapper += ["--leak-check", "no", "--padding", str(PADDING_BYTES)]
     if tool == "racecheck":
         wrapper += ["--racecheck-report", "analysis"]
     return wrapper
