@@ -108,7 +108,9 @@ def submission_review_signals(*, submission: Submission) -> list[dict]:
     return hold_signals(run.results.get("operators") or [])
 
 
-def submission_results_withheld(*, submission: Submission, user: User | AnonymousUser | None) -> bool:
+def submission_results_withheld(
+    *, submission: Submission, user: User | AnonymousUser | None
+) -> bool:
     """Whether ``user`` may not see the figures of ``submission`` yet: a submission held for
     review publishes nothing until staff release it; its owner and staff see them."""
     if submission.status != Submission.Status.HELD_FOR_REVIEW:
