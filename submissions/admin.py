@@ -125,10 +125,12 @@ def review_signals_html(submission: Submission) -> str:
             for s in signals
         ),
     )
+    # Scrolls sideways on a phone rather than squeezing the evidence out of sight.
     return format_html(
-        '<table class="review-signals"><thead><tr><th>Operator</th><th>Shape</th>'
-        "<th>Code</th><th>Sign</th><th>Figures</th><th>Evidence</th></tr></thead>"
-        "<tbody>{}</tbody></table>",
+        '<div style="overflow-x: auto; max-width: 100%">'
+        '<table class="review-signals" style="min-width: 44rem"><thead><tr><th>Operator</th>'
+        "<th>Shape</th><th>Code</th><th>Sign</th><th>Figures</th><th>Evidence</th></tr>"
+        "</thead><tbody>{}</tbody></table></div>",
         rows,
     )
 
@@ -173,6 +175,11 @@ class SubmissionAdmin(admin.ModelAdmin):
         _curation_action(Action.RELEASE, "Release held results"),
         _curation_action(Action.REJECT, "Reject held results"),
     ]
+
+    def get_fields(self, request: HttpRequest, obj: Submission | None = None) -> list:
+        """The review (signs of deception) first: what a held submission's page is for."""
+        fields = [f for f in super().get_fields(request, obj) if f != "review_signals"]
+        return ["review_signals", *fields] if obj is not None else fields
 
     @admin.display(description="Signs of deception (why it is held for review)")
     def review_signals(self, obj: Submission) -> str:
