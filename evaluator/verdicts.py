@@ -119,13 +119,15 @@ def shape_codes(shape: Mapping[str, Any]) -> list[str]:
     """The codes of one shape entry of results.json.
 
     Its ``codes`` when it has them (harness >= 0.3.0); for an older entry, the status's
-    code, and ``above_roofline`` for a pass with a roofline fraction above 1 (the rule the
-    site applied then).
+    code. Either way a pass with a roofline fraction above 1 gets ``above_roofline``: the
+    harness never writes one, so such a figure is not a kernel's (the rule the site applied
+    before codes, kept for any document that claims it).
     """
-    if "codes" in shape and shape["codes"] is not None:
-        return [str(code) for code in shape["codes"]]
     status = shape.get("status")
-    codes = [STATUS_CODES[status]] if status in STATUS_CODES else []
+    if "codes" in shape and shape["codes"] is not None:
+        codes = [str(code) for code in shape["codes"]]
+    else:
+        codes = [STATUS_CODES[status]] if status in STATUS_CODES else []
     fraction = shape.get("roofline_fraction")
     if (
         status == "pass"
@@ -133,6 +135,7 @@ def shape_codes(shape: Mapping[str, Any]) -> list[str]:
         and not isinstance(fraction, bool)
         and math.isfinite(fraction)
         and fraction > LEGACY_ROOFLINE_LIMIT
+        and "above_roofline" not in codes
     ):
         codes.append("above_roofline")
     return codes
