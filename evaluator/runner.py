@@ -781,6 +781,10 @@ def _sanitize_operators(
             sandbox=sandbox, device=device, bundle_dir=bundle_dir, log_dir=log_dir,
             tool=tool, sanitizer=executable,
         ) as starter:  # fmt: skip
+            # Stale logs go before any child starts: the next operator's child, started
+            # ahead, is already writing to its own.
+            for operator in pending:
+                starter.log_path(operator).unlink(missing_ok=True)
             for index, operator in enumerate(pending):
                 shape = smallest[operator]
                 records: list[dict[str, Any]] = []
@@ -794,7 +798,6 @@ def _sanitize_operators(
                     "time_budget_s": None,
                 }
                 log_path = starter.log_path(operator)
-                log_path.unlink(missing_ok=True)
                 following = pending[index + 1] if index + 1 < len(pending) else None
                 outcome = run_started_child(
                     starter.take(operator),
@@ -1073,18 +1076,25 @@ def run_bundle(
                     )
                     for operator in smallest
                 }
-                environment["sanitizer"] = _sanitize_operators(
-                    entries=entries,
-                    jobs=jobs,
-                    smallest=smallest,
-                    tools=tools,
-                    executable=executable,
-                    sandbox=sandbox,
-                    device=device,
-                    bundle_dir=scratch_dir / "bundle",
-                    log_dir=logs,
-                    shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S,
-                )
+                try:
+                    environment["sanitizer"] = _sanitize_operators(
+                        entries=entries,
+                        jobs=jobs,
+                        smallest=smallest,
+                        tools=tools,
+                        executable=executable,
+                        sandbox=sandbox,
+                        device=device,
+                        bundle_dir=scratch_dir / "bundle",
+                        log_dir=logs,
+                        shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S,
+                    )
+                except (SandboxError, OSError) as exc:
+                    # The measured results stand; the digest says the check did not run.
+                    environment["sanitizer"] = {
+                        "executable": executable,
+                        "error": f"{type(exc).__name__}: {exc}",
+                    }
     if device_kind == "cuda":
         environment["clocks_end"] = gpu_clocks()
     results = document(partial=False)

@@ -93,8 +93,15 @@ def _sanitized(bundle: Path, operators: list[str], tmp_path: Path) -> dict:
 @pytest.mark.gpu
 @needs_sanitizer
 def test_an_out_of_bounds_read_is_caught_by_the_sanitizer_and_zeroes_the_operator(tmp_path):
-    results = _sanitized(BUNDLES / "out_of_bounds", ["rms_norm"], tmp_path)
-    (entry,) = results["operators"]
+    # Beside an honest operator checked first: rms_norm's sanitized child is started ahead.
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    for source in (BUNDLES / "out_of_bounds" / "rms_norm.py",
+                   TRITON_BASELINE / "fused_add_rms_norm.py"):  # fmt: skip
+        (bundle / source.name).write_text(source.read_text())
+    results = _sanitized(bundle, ["fused_add_rms_norm", "rms_norm"], tmp_path)
+    honest, entry = results["operators"]
+    assert honest["operator"] == "fused_add_rms_norm" and honest["verdict"] == "pass"
     caught = [s for s in entry["shapes"] if "memory_error" in s["codes"]]
     assert len(caught) == 1, [(s["shape_id"], s["status"], s["error"]) for s in entry["shapes"]]
     (shape,) = caught
