@@ -9,7 +9,7 @@ may import torch, so the site runs it only in a child process (``python -m evalu
 listed here, and each listed module imports where torch cannot be imported.
 """
 
-HARNESS_VERSION = "0.2.5"
+HARNESS_VERSION = "0.3.0"
 """Results of different versions were measured differently (docs/evaluator-changelog.md)."""
 
 WEB_SAFE_MODULES = frozenset(
@@ -32,6 +32,7 @@ WEB_SAFE_MODULES = frozenset(
         "evaluator.suite",
         "evaluator.upstream",
         "evaluator.validate",
+        "evaluator.verdicts",
     }
 )
 """Modules that import without torch (the standard library and each other only; torch,

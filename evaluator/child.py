@@ -158,7 +158,12 @@ def run_job(
     )
     print(f"[harness] start-up steps (s): {durations}", file=sys.stderr, flush=True)
     evaluate = evaluate_shape
-    from evaluator.variants import check_variant, failed_variant_error, variants_of
+    from evaluator.variants import (
+        check_variant,
+        failed_variant_codes,
+        failed_variant_error,
+        variants_of,
+    )
 
     variants = variants_of(job)  # taken before the candidate exists
     bundle_dir = Path(job["bundle_dir"])
@@ -205,6 +210,7 @@ def run_job(
         variant_records.append(variant_record)
         send({"event": "variant", "result": variant_record})
     variant_error = failed_variant_error(variant_records)
+    variant_codes = failed_variant_codes(variant_records)
     for shape in job["shapes"]:
         send({"event": "shape_start", "shape_id": shape["shape_id"]})
         if variant_error is not None:
@@ -213,6 +219,7 @@ def run_job(
                 "shape_id": shape["shape_id"],
                 "status": "incorrect",
                 "error": variant_error,
+                "codes": variant_codes,
                 "warnings": list(scan_warnings),
             }
             send({"event": "shape", "result": record})
@@ -228,6 +235,7 @@ def run_job(
                     "status": "runtime_error",
                     "error": exc.message,
                     "tampering": True,
+                    "codes": ["tampering"],
                     "warnings": [],
                 }
         send({"event": "shape", "result": record})

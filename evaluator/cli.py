@@ -96,6 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
         "default: on cuda, where that start-up is seconds of device and profiler set-up",
     )
     run.add_argument(
+        "--sanitizer-tools",
+        default=None,
+        metavar="TOOLS",
+        help="compute-sanitizer tools run once on each operator's smallest shape, "
+        "comma-separated from memcheck, racecheck, initcheck, or 'none' (default on cuda: "
+        "memcheck, then racecheck where a kernel uses shared memory; none on cpu)",
+    )
+    run.add_argument(
         "--hide",
         action="append",
         default=[],
@@ -235,32 +243,64 @@ def _error_document(args: argparse.Namespace, error: dict[str, str]) -> dict[str
 
 
 def results_table(results: dict[str, Any]) -> str:
-    """The run's summary: one aligned line per operator (score as a percentage of the
-    roofline, three significant figures, never 0 for a positive score), then the aggregate."""
+    """The run's summary: one aligned line per operator (its per-operator verdict, score as a
+    percentage of the roofline, three significant figures, never 0 for a positive score,
+    its passing shapes counted per shape (apparent) and per operator (real), each shape's
+    status), then the aggregate and the pass counts, and the signs of deception that hold
+    the submission for review."""
     from evaluator.figures import roofline_percent
+    from evaluator.scoring import operator_verdict
+    from evaluator.verdicts import hold_signals
 
-    rows = [
-        (
-            entry["operator"],
-            entry["status"],
-            roofline_percent(entry["score"]),
-            " ".join(f"{s['shape_id']}:{s['status']}" for s in entry["shapes"]),
+    rows = []
+    for entry in results.get("operators") or []:
+        shapes = entry.get("shapes") or []
+        verdict = operator_verdict(shapes)
+        rows.append(
+            (
+                entry["operator"],
+                verdict["verdict"],
+                roofline_percent(entry["score"]),
+                f"{verdict['apparent_passes']}/{verdict['real_passes']} of {len(shapes)}",
+                " ".join(f"{s['shape_id']}:{s['status']}" for s in shapes),
+            )
         )
-        for entry in results.get("operators") or []
-    ]
     lines = []
     if rows:
         width = max(len(row[0]) for row in rows)
         score_width = max(len("score"), *(len(row[2]) for row in rows))
-        lines.append(f"{'operator':<{width}}  {'status':<13}  {'score':>{score_width}}  shapes")
-        for operator, status, score, shapes in rows:
-            lines.append(f"{operator:<{width}}  {status:<13}  {score:>{score_width}}  {shapes}")
+        pass_width = max(len("apparent/real"), *(len(row[3]) for row in rows))
+        lines.append(
+            f"{'operator':<{width}}  {'verdict':<9}  {'score':>{score_width}}  "
+            f"{'apparent/real':<{pass_width}}  shapes"
+        )
+        for operator, verdict, score, passes, shapes in rows:
+            lines.append(
+                f"{operator:<{width}}  {verdict:<9}  {score:>{score_width}}  "
+                f"{passes:<{pass_width}}  {shapes}"
+            )
     scores = results.get("scores")
     if scores:
         lines.append(
             f"aggregate {roofline_percent(scores['aggregate'])} of the roofline  real pass "
             f"rate {roofline_percent(scores['real_pass_rate'])}  fallback rate "
             f"{roofline_percent(scores['fallback_rate'])}"
+        )
+        if scores.get("shapes_passed_real") is not None:
+            lines.append(
+                f"passing shapes: {scores.get('shapes_passed')} apparent (per shape), "
+                f"{scores['shapes_passed_real']} real (per operator) of "
+                f"{scores.get('shapes_total')}; {scores.get('operators_incorrect', 0)} "
+                "operator(s) incorrect (a wrong result on a shape scores the operator 0)"
+            )
+    signals = hold_signals(results.get("operators") or [])
+    if signals:
+        lines.append(
+            f"held for review: {len(signals)} sign(s) of deception, the whole submission "
+            "waits for staff:"
+        )
+        lines.extend(
+            f"  {s['operator']} {s['shape_id']}: {s['code']} ({s['label']})" for s in signals
         )
     return "\n".join(lines)
 
@@ -286,6 +326,7 @@ def command_run(args: argparse.Namespace) -> int:
     """Evaluate a bundle, write results.json, print a short table; return the exit code."""
     from evaluator.runner import run_bundle
     from evaluator.sandbox import SandboxPolicy
+    from evaluator.sanitizer import parse_tools
 
     operators = (
         [s.strip() for s in args.operators.split(",") if s.strip()] if args.operators else None
@@ -294,6 +335,11 @@ def command_run(args: argparse.Namespace) -> int:
     log_dir = Path(args.log_dir) if args.log_dir else out.with_name(out.name + ".logs")
     # Rewritten after every operator; a run killed before the end leaves it behind.
     checkpoint = out.with_name(out.stem + ".partial.json")
+    try:
+        tools = parse_tools(args.sanitizer_tools) if args.sanitizer_tools is not None else None
+    except ValueError as exc:
+        print(f"error: --sanitizer-tools: {exc}", file=sys.stderr)
+        return EXIT_USER
     try:
         suite, sources = _suite_for(args)
         policy = SandboxPolicy.from_environment(mode=args.sandbox, hidden_paths=args.hide)
@@ -315,6 +361,7 @@ def command_run(args: argparse.Namespace) -> int:
             # An agent sees a public run's results: the hidden variants stay hidden.
             validation_variants=args.visibility != "public",
             start_ahead=args.start_ahead,
+            sanitizer_tools=tools,
         )
     except AtrexError as exc:
         write_results(out, _error_document(args, exc.to_dict()))

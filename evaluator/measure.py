@@ -145,10 +145,16 @@ def evaluate_shape(
             raise CandidateError(
                 f"shape {shape_id}: Model(**{init_kwargs!r}) failed: {message_of(exc)}"
             ) from exc
-        # The correctness calls are also the ones watched for PyTorch fallbacks.
-        # It watches every correctness trial (check_shape runs the policy's count); the
-        # report comes only when all of them passed.
-        monitor = monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=spec.policy.trials)
+        sanitize = bool(job.get("sanitize"))
+        # The correctness calls are also the ones watched for PyTorch fallbacks: every
+        # correctness trial (check_shape runs the policy's count); the report comes only when
+        # all of them passed. Not under the sanitizer: there one call is made, only for its
+        # memory accesses.
+        monitor = (
+            None
+            if sanitize
+            else monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=spec.policy.trials)
+        )
         phases["setup"] = round(_clock() - started, 4)  # reference and Model built
         correctness = check_shape(
             spec=spec,
@@ -161,6 +167,7 @@ def evaluate_shape(
             call_wrapper=monitor.call if monitor else None,
             after_call=bound_checker(guard, f"after a call of shape {shape_id}"),
             phases=phases,
+            trials=1 if sanitize else None,
         )
         record.update(
             max_abs_error=correctness.max_abs_error,
@@ -168,7 +175,12 @@ def evaluate_shape(
             trials=correctness.trials,
         )
         if not correctness.ok:
-            record.update(status="incorrect", error=correctness.error)
+            record.update(status="incorrect", error=correctness.error, codes=["wrong_result"])
+            return record
+        if sanitize:
+            # evaluator.sanitizer: the sanitizer's log says the rest; racecheck follows when
+            # one of the bundle's kernels uses shared memory (or that cannot be told).
+            record.update(status="pass", shared_memory=shared_memory_used(job.get("bundle_dir")))
             return record
         q_bytes = int(shape.get("q_read") or 0) + int(shape.get("q_write") or 0) or None
         fallback = report_for(monitor, q_bytes=q_bytes)
@@ -211,12 +223,15 @@ def evaluate_shape(
             status="runtime_error",
             error=exc.message,
             traceback=traceback_tail(exc.__cause__ or exc),
+            codes=[loud_code(exc.__cause__ or exc)],
         )
     except TamperingError as exc:
         record.update(status="runtime_error", error=f"shape {shape_id}: {exc.message}")
-        record["tampering"] = True
+        record.update(tampering=True, codes=["tampering"])
     except OutsideWorkError as exc:
-        record.update(status="incorrect", error=f"shape {shape_id}: {exc.message}")
+        record.update(
+            status="incorrect", error=f"shape {shape_id}: {exc.message}", codes=["outside_work"]
+        )
     except BaseException as exc:  # SystemExit or worse from the candidate: this shape fails
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -227,9 +242,53 @@ def evaluate_shape(
             status="runtime_error",
             error=f"shape {shape_id}: {message}",
             traceback=traceback_tail(exc),
+            codes=[loud_code(exc)],
         )
     phases["total"] = round(_clock() - started, 4)
     return record
+
+
+def shared_memory_used(bundle_dir: Any) -> bool | None:
+    """Whether a Triton kernel of the bundle's own, compiled in this process, uses shared
+    memory: True or False from the compiled kernels' metadata, None when none was found
+    (a CUDA extension, say: then it cannot be told)."""
+    import sys
+
+    try:
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return None
+    root = os.path.realpath(str(bundle_dir)) if bundle_dir else None
+    seen = False
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None) or ""
+        if root is None or not os.path.realpath(path).startswith(root + os.sep):
+            continue
+        for value in list(vars(module).values()):
+            function = value
+            for _ in range(4):  # autotuners and heuristics wrap the JITFunction in .fn
+                if isinstance(function, JITFunction):
+                    break
+                function = getattr(function, "fn", None)
+            if not isinstance(function, JITFunction):
+                continue
+            for caches in getattr(function, "device_caches", {}).values():
+                kernels = caches[0] if isinstance(caches, tuple) and caches else {}
+                for kernel in getattr(kernels, "values", lambda: [])():
+                    shared = getattr(getattr(kernel, "metadata", None), "shared", None)
+                    if isinstance(shared, int):
+                        seen = True
+                        if shared > 0:
+                            return True
+    return False if seen else None
+
+
+def loud_code(exc: BaseException) -> str:
+    """The verdict code of a loud failure: ``out_of_memory`` for PyTorch's out-of-memory
+    error (on any device), ``exception`` for anything else the candidate raised."""
+    import torch
+
+    return "out_of_memory" if isinstance(exc, torch.OutOfMemoryError) else "exception"
 
 
 def fallback_not_timed(own_share: float | None, job: Mapping[str, Any]) -> bool:
@@ -342,10 +401,12 @@ def _time_shape(
         return spec.make_inputs(device=device, seed=seed, **shape["input_kwargs"])
 
     def failed(error: str, max_abs_error: float | None = None) -> dict[str, Any]:
+        # Its watched calls were right (they came first): the timed path is another one.
         return {
             "status": "incorrect",
             "error": f"shape {shape_id}: {error}",
             "max_abs_error": max_abs_error,
+            "codes": ["timed_wrong"],
         }
 
     with torch.inference_mode():

@@ -18,13 +18,16 @@ from typing import Any
 from evaluator import HARNESS_VERSION
 from evaluator.hardware import HardwareProfile
 from evaluator.roofline import roofline_fraction, t_sol_seconds
+from evaluator.scoring import operator_verdict
 from evaluator.suite import ShapeSpec
+from evaluator.verdicts import STATUS_CODES, merge
 
 SCHEMA = "atrex-results/1"
 SHAPE_FIELDS = (
     "shape_id",
     "weight",
     "status",
+    "codes",
     "time_ms",
     "time_spread_ms",
     "reps",
@@ -94,15 +97,21 @@ def shape_entry(
     measurement: Mapping[str, Any] | None = None,
     hardware: HardwareProfile,
     threshold_own_share: float,
+    codes: list[str] | None = None,
 ) -> dict[str, Any]:
     """One entry of an operator's "shapes" list.
 
     ``measurement`` is the child's record (times in seconds, own-kernel share, top ops,
-    max abs error). A correct shape whose own-kernel share is under the threshold
-    becomes ``fallback``, and its error names the PyTorch ops that did the work; so does
-    one whose timed calls ran far faster than its watched calls (``unwatched_error``).
+    max abs error, verdict codes). A correct shape whose own-kernel share is under the
+    threshold becomes ``fallback``, and its error names the PyTorch ops that did the work;
+    so does one whose timed calls ran far faster than its watched calls
+    (``unwatched_error``, code ``unwatched_path``). A pass timed faster than the roofline
+    or than a launch fails with ``above_roofline`` or ``impossible_time``. ``codes`` (and
+    the record's) are the shape's verdict codes (``evaluator.verdicts``); a failing shape
+    without one gets its status's.
     """
     measured = dict(measurement or {})
+    found = merge(codes, measured.get("codes"))
     t_sol_s = t_sol_seconds(
         w_flops=shape.w_flops, q_read=shape.q_read, q_write=shape.q_write, hardware=hardware
     )
@@ -118,10 +127,12 @@ def shape_entry(
         )
         if measured.get("not_timed"):
             error += " (not timed: a fallback scores 0 whatever its speed)"
+        found = merge(found, ["fallback"])
     elif status == "pass" and measured.get("unwatched_error"):
         # Its timed calls ran far faster than its watched ones (evaluator.measure): the share
         # was measured on another path than the one timed.
         status, error = "fallback", str(measured["unwatched_error"])
+        found = merge(found, ["unwatched_path"])
     fraction = speedup = None
     if time_s and time_s > 0:
         fraction = roofline_fraction(t_sol_s=t_sol_s, t_measured_s=time_s)
@@ -134,8 +145,10 @@ def shape_entry(
                 f"{fraction:.2f}x faster than the hardware's roofline bound "
                 f"({t_sol_s * 1e6:.3g} us)"
             )
+            found = merge(found, ["above_roofline"])
         elif time_s < IMPOSSIBLE_CALL_S:
             bound = f"under {IMPOSSIBLE_CALL_S * 1e6:g} us, less than launching a kernel takes"
+            found = merge(found, ["impossible_time"])
         else:
             bound = None
         if bound:
@@ -145,10 +158,13 @@ def shape_entry(
                 f"{bound}: no kernel can be that fast, so the timing is not trusted; held "
                 "for review"
             )
+    if status != "pass" and not found:
+        found = [STATUS_CODES[status]] if status in STATUS_CODES else []
     return {
         "shape_id": shape.shape_id,
         "weight": shape.weight,
         "status": status,
+        "codes": found,
         "time_ms": _ms(time_s),
         "time_spread_ms": _ms(measured.get("time_spread_s")),
         "reps": measured.get("reps"),
@@ -196,17 +212,30 @@ def operator_entry(
     getting the job to the child's exit, what was left of its start-up included;
     ``phases_s``: how that time divides, see ``evaluator.runner.ChildOutcome.phases``;
     ``ahead_s``: how long the child had been starting before its turn, beside the previous
-    operator's child)."""
+    operator's child). The per-operator verdict and its counts (``verdict``,
+    ``apparent_passes``, ``real_passes``, ``wrong_shapes``, ``hold_codes``) come from
+    ``evaluator.scoring.operator_verdict`` over ``shapes``."""
+    verdict = operator_verdict(shapes)
     return {
         "operator": operator,
         "importance": importance,
         "status": status,
         "error": error,
         "score": score,
+        "verdict": verdict["verdict"],
+        "apparent_passes": verdict["apparent_passes"],
+        "real_passes": verdict["real_passes"],
+        "wrong_shapes": verdict["wrong_shapes"],
+        "hold_codes": verdict["hold_codes"],
         "warnings": list(warnings),
         "shapes": shapes,
         "variants": [
-            {"name": v.get("name"), "status": v.get("status"), "error": v.get("error")}
+            {
+                "name": v.get("name"),
+                "status": v.get("status"),
+                "error": v.get("error"),
+                "codes": list(v.get("codes") or []),
+            }
             for v in variants or ()
         ],
         "wall_s": finite_or_none(wall_s),

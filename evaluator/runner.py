@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluator import sanitizer as memory_sanitizer
 from evaluator.bundle import BundleManifest, extract_bundle
 from evaluator.environment import collect_environment, gpu_clocks
 from evaluator.errors import BundleError
@@ -47,6 +48,7 @@ from evaluator.sandbox import (
 from evaluator.scoring import operator_score, summarize
 from evaluator.suite import ShapeSpec, Suite, load_suite
 from evaluator.upstream import load_suite_with_sources
+from evaluator.verdicts import merge
 
 DEFAULT_HARDWARE = {"cpu": "cpu-dev", "cuda": "h200-sxm"}
 DEFAULT_SHAPE_SET = {"cpu": "smoke", "cuda": "full"}
@@ -91,6 +93,8 @@ class ChildOutcome:
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     unfinished_status: str = "runtime_error"
     unfinished_error: str | None = None
+    unfinished_code: str = "crashed"
+    """The verdict code (``evaluator.verdicts``) of the shapes the child never reported."""
     tampered: bool = False
     """The candidate tampered with the harness or its pipe: every shape fails."""
     variants: list[dict[str, Any]] = field(default_factory=list)
@@ -121,12 +125,20 @@ class ChildOutcome:
                 previous = self.marks[mark]
         return phases
 
-    def tampering(self, error: str) -> None:
+    def tampering(self, error: str, code: str = "tampering") -> None:
         """Record tampering: the operator and all its shapes fail with ``error``."""
         self.tampered = True
         self.status = "runtime_error"
         self.error = self.unfinished_error = error
         self.unfinished_status = "runtime_error"
+        self.unfinished_code = code
+
+    def fail(self, status: str, error: str, code: str) -> None:
+        """The child stopped (or was stopped) with ``error``: the operator's status, and
+        that of every shape it did not report, with its verdict code."""
+        self.status = self.unfinished_status = status
+        self.error = self.unfinished_error = error
+        self.unfinished_code = code
 
 
 def known_operator_names(suite: Suite) -> set[str]:
@@ -210,14 +222,19 @@ def start_child(
     log_path: Path,
     sandbox: Sandbox,
     second_user: bool = False,
+    wrapper: list[str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> StartedChild:
     """Start ``python -m evaluator.child`` for ``operator`` in its sandbox: it warms up the
     harness (torch, the device, the profiler; nothing of the candidate's) and then waits
     for its job, which ``run_started_child`` sends. Raises SandboxError when the policy
-    requires a protection that cannot be applied."""
+    requires a protection that cannot be applied. ``wrapper`` goes before the child's
+    command (``compute-sanitizer ...``, see ``evaluator.sanitizer``), ``extra_env`` into
+    its environment."""
     job_read, job_write = os.pipe()
     result_read, result_write = os.pipe()
     command = [
+        *(wrapper or []),
         sys.executable,
         "-P",
         "-m",
@@ -233,6 +250,9 @@ def start_child(
     launched = time.monotonic()
     try:
         plan = sandbox.child(operator, bundle_dir, second=second_user)
+        env = (
+            {"env": {**sandbox.environment(plan, sandbox.device), **extra_env}} if extra_env else {}
+        )
         with open(log_path, "ab") as log:
             process, _ = sandbox.launch(
                 command,
@@ -241,6 +261,7 @@ def start_child(
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                **env,
             )
     except BaseException:
         os.close(job_write)
@@ -259,6 +280,7 @@ def run_started_child(
     shape_timeout_s: float,
     on_record: Callable[[dict[str, Any]], None],
     on_sent: Callable[[], None] | None = None,
+    watch_processes: bool = True,
 ) -> ChildOutcome:
     """Hand the started child its job and follow it to completion (or one of its limits);
     ``on_sent`` is called once the job is sent (to start the next child ahead).
@@ -285,7 +307,7 @@ def run_started_child(
             on_sent()
         _follow(
             process, child.result_read, outcome, shape_timeout_s, on_record,
-            key=key, sandbox=child.plan, launched=sent,
+            key=key, sandbox=child.plan, launched=sent, watch_processes=watch_processes,
         )  # fmt: skip
     finally:
         os.close(child.result_read)
@@ -294,10 +316,11 @@ def run_started_child(
         outcome.mark("gone", time.monotonic() - sent)
     if process.returncode == WARM_UP_FAILED and "hello" not in outcome.marks:
         # Exited before its job was read: no candidate code ran, the harness failed.
-        outcome.status = outcome.unfinished_status = "runtime_error"
-        outcome.error = outcome.unfinished_error = (
+        outcome.fail(
+            "runtime_error",
             "the evaluation harness could not start (torch, the device or the profiler); "
-            "see the operator's log"
+            "see the operator's log",
+            "harness_error",
         )
     return outcome
 
@@ -315,12 +338,16 @@ class ChildStarter:
 
     def __init__(
         self, *, sandbox: Sandbox, device: str, bundle_dir: Path, log_dir: Path,
-        ahead: bool = True,
+        ahead: bool = True, tool: str | None = None, sanitizer: str | None = None,
     ) -> None:  # fmt: skip
         self.sandbox = sandbox
         self.device = device
         self.bundle_dir = bundle_dir
         self.log_dir = log_dir
+        # A sanitizer tool: every child runs under ``compute-sanitizer`` (evaluator.sanitizer)
+        # and logs to ``<operator>.sanitizer-<tool>.log``.
+        self.tool = tool
+        self.wrapper = memory_sanitizer.command(sanitizer, tool) if tool and sanitizer else None
         self.ahead = ahead and sandbox.can_overlap
         self._next: StartedChild | None = None
         self._second = True  # the user of the child started last (the first is not)
@@ -342,10 +369,17 @@ class ChildStarter:
             operator=operator,
             bundle_dir=self.bundle_dir,
             device=self.device,
-            log_path=self.log_dir / f"{operator}.log",
+            log_path=self.log_path(operator),
             sandbox=self.sandbox,
             second_user=self.ahead and self._second,
+            wrapper=self.wrapper,
+            extra_env=memory_sanitizer.SANITIZER_ENV if self.wrapper else None,
         )
+
+    def log_path(self, operator: str) -> Path:
+        """The log of ``operator``'s child (the sanitizer's reports with it, under one)."""
+        name = f"{operator}.sanitizer-{self.tool}.log" if self.tool else f"{operator}.log"
+        return self.log_dir / name
 
     def take(self, operator: str) -> StartedChild:
         """The child for ``operator``: the one started ahead if it is still alive, else a
@@ -414,6 +448,7 @@ def _follow(
     key: bytes | None = None,
     sandbox: ChildSandbox | None = None,
     launched: float,
+    watch_processes: bool = True,
 ) -> None:
     reader = FrameReader(key=key)
     uid = sandbox.uid if sandbox is not None else None
@@ -428,16 +463,16 @@ def _follow(
             next_memory_check = time.monotonic() + MEMORY_CHECK_INTERVAL_S
             tree = descendants(process.pid, uid)  # one walk of /proc serves both watches
             over_memory = _memory_exceeded(process, sandbox, tree)
-            own_process = _own_processes(process, sandbox, tree)
+            # Under a wrapper (the sanitizer) the child itself is a process below the one
+            # started; its own attempts to start processes are still refused by its audit hook.
+            own_process = _own_processes(process, sandbox, tree) if watch_processes else None
         if own_process:
             _kill(process, uid)
-            outcome.tampering(own_process)
+            outcome.tampering(own_process, "own_process")
             return
         if over_memory:
             _kill(process, uid)
-            outcome.status = "runtime_error"
-            outcome.error = outcome.unfinished_error = over_memory
-            outcome.unfinished_status = "runtime_error"
+            outcome.fail("runtime_error", over_memory, "out_of_memory")
             return
         if left <= 0:
             _kill(process, uid)
@@ -446,12 +481,12 @@ def _follow(
                 if "hello" not in outcome.marks
                 else "importing the candidate"
             )
-            outcome.status = "timeout"
-            outcome.error = (
+            outcome.fail(
+                "timeout",
                 f"no progress for {shape_timeout_s:.0f} s while {where}; "
-                "the evaluation process was stopped"
+                "the evaluation process was stopped",
+                "timeout",
             )
-            outcome.unfinished_status, outcome.unfinished_error = "timeout", outcome.error
             return
         ready, _, _ = select.select([fd], [], [], min(left, MEMORY_CHECK_INTERVAL_S))
         if not ready:
@@ -484,7 +519,7 @@ def _follow(
             elif event == "variant" and isinstance(message.get("result"), dict):
                 record = message["result"]
                 outcome.variants.append(
-                    {key: record.get(key) for key in ("name", "status", "error")}
+                    {key: record.get(key) for key in ("name", "status", "error", "codes")}
                 )
                 current = None
             elif event == "shape" and isinstance(message.get("result"), dict):
@@ -496,12 +531,14 @@ def _follow(
                 outcome.tampering(str(message.get("error")))
                 finished = True
             elif event in ("compile_error", "harness_error"):
-                outcome.status = "compile_error" if event == "compile_error" else "runtime_error"
-                outcome.error = str(message.get("error"))
+                error = str(message.get("error"))
                 if message.get("traceback"):
-                    outcome.error += "\n" + str(message["traceback"])
-                outcome.unfinished_status = outcome.status
-                outcome.unfinished_error = outcome.error
+                    error += "\n" + str(message["traceback"])
+                outcome.fail(
+                    "compile_error" if event == "compile_error" else "runtime_error",
+                    error,
+                    str(event),
+                )
                 finished = True
             elif event == "done":
                 finished = True
@@ -523,13 +560,13 @@ def _follow(
             if code is not None and code >= 0
             else ""
         )
-        outcome.status = "runtime_error"
-        outcome.error = (
+        outcome.fail(
+            "runtime_error",
             f"the evaluation process "
             f"{_exit_description(code, sandbox.policy if sandbox else None)}{where} before it "
-            f"reported{hint}; see the operator's log"
+            f"reported{hint}; see the operator's log",
+            "crashed",
         )
-        outcome.unfinished_error = outcome.error
 
 
 def _job(
@@ -630,12 +667,12 @@ def _evaluate_operator(
     if operator not in manifest.operators:
         status, error = "missing", f"the bundle has no {operator}.py"
         for shape in shapes:
-            finish(shape, status="missing", error=error)
+            finish(shape, status="missing", error=error, codes=["missing"])
     elif operator in manifest.problems:
         status = "compile_error"
         error = f"[{manifest.problems[operator]['code']}] {manifest.problems[operator]['message']}"
         for shape in shapes:
-            finish(shape, status="compile_error", error=error)
+            finish(shape, status="compile_error", error=error, codes=["compile_error"])
     else:
 
         def on_record(record: dict[str, Any]) -> None:
@@ -681,6 +718,7 @@ def _evaluate_operator(
                         threshold_own_share=threshold,
                         status="runtime_error",
                         error=outcome.error,
+                        codes=[outcome.unfinished_code],
                     )
         for shape in shapes:
             if shape.shape_id not in entries:
@@ -688,6 +726,7 @@ def _evaluate_operator(
                     shape,
                     status=outcome.unfinished_status,
                     error=outcome.unfinished_error or "not evaluated",
+                    codes=[outcome.unfinished_code],
                 )
     ordered = [entries[shape.shape_id] for shape in shapes]
     score = operator_score(ordered)
@@ -705,6 +744,111 @@ def _evaluate_operator(
         phases_s=child_phases,
         ahead_s=ahead_s,
     )
+
+
+def _sanitize_operators(
+    *,
+    entries: list[dict[str, Any]],
+    jobs: Mapping[str, dict[str, Any]],
+    smallest: Mapping[str, ShapeSpec],
+    tools: tuple[str, ...],
+    executable: str,
+    sandbox: Sandbox,
+    device: str,
+    bundle_dir: Path,
+    log_dir: Path,
+    shape_timeout_s: float,
+) -> dict[str, Any]:
+    """Call each operator's smallest shape once under ``compute-sanitizer`` (one child per
+    operator and tool, the next started ahead) and fail the shape, with code
+    ``memory_error``, at the first error the sanitizer reports (``evaluator.sanitizer``):
+    a wrong-answer code, so the operator is ``incorrect``. Only operators whose smallest
+    shape passed (or fell back) are checked, and their ``jobs`` hold their child jobs.
+    ``racecheck`` runs where the memcheck child found a kernel of the bundle's with shared
+    memory, or could not tell. Returns what ran, for the environment digest: per tool the
+    operators checked, the seconds it took and the operators it failed."""
+    by_operator = {entry["operator"]: entry for entry in entries}
+    pending = [op for op in jobs if op in smallest]
+    shared: dict[str, bool | None] = {}
+    summary: dict[str, Any] = {"executable": executable, "tools": {}}
+    for tool in tools:
+        if tool == "racecheck" and "memcheck" in tools:
+            pending = [op for op in pending if shared.get(op, None) is not False]
+        started = time.monotonic()
+        failed: list[str] = []
+        per_operator: dict[str, float] = {}
+        with ChildStarter(
+            sandbox=sandbox, device=device, bundle_dir=bundle_dir, log_dir=log_dir,
+            tool=tool, sanitizer=executable,
+        ) as starter:  # fmt: skip
+            # Stale logs go before any child starts: the next operator's child, started
+            # ahead, is already writing to its own.
+            for operator in pending:
+                starter.log_path(operator).unlink(missing_ok=True)
+            for index, operator in enumerate(pending):
+                shape = smallest[operator]
+                records: list[dict[str, Any]] = []
+                job = {
+                    **jobs[operator],
+                    "shapes": [
+                        s for s in jobs[operator]["shapes"] if s["shape_id"] == shape.shape_id
+                    ],
+                    "sanitize": True,
+                    "validation_variants": False,
+                    "time_budget_s": None,
+                }
+                log_path = starter.log_path(operator)
+                following = pending[index + 1] if index + 1 < len(pending) else None
+                outcome = run_started_child(
+                    starter.take(operator),
+                    job=job,
+                    shape_timeout_s=shape_timeout_s,
+                    on_record=records.append,
+                    on_sent=lambda following=following: starter.start_ahead(following),
+                    watch_processes=False,
+                )
+                per_operator[operator] = outcome.marks.get("gone", 0.0)
+                if records and tool == "memcheck":
+                    shared[operator] = records[0].get("shared_memory")
+                text = log_path.read_text(errors="replace") if log_path.exists() else ""
+                error = memory_sanitizer.parse_report(text, tool).first_error(shape.shape_id)
+                entry = by_operator[operator]
+                if error is None:
+                    if not records:
+                        warning = (
+                            f"the memory check ({tool}) of shape {shape.shape_id} did not "
+                            f"complete ({outcome.error or 'no record'}); see {log_path.name}"
+                        )
+                        entry["warnings"].append(warning)
+                    continue
+                failed.append(operator)
+                for shape_entry_ in entry["shapes"]:
+                    if shape_entry_["shape_id"] == shape.shape_id:
+                        shape_entry_.update(
+                            status="incorrect",
+                            error=error,
+                            codes=merge(shape_entry_.get("codes"), ["memory_error"]),
+                            roofline_fraction=None,
+                            speedup=None,
+                        )
+                _rescore(entry)
+        summary["tools"][tool] = {
+            "operators": list(pending),
+            "seconds": round(time.monotonic() - started, 3),
+            "per_operator_s": per_operator,
+            "failed": failed,
+        }
+    return summary
+
+
+def _rescore(entry: dict[str, Any]) -> None:
+    """An operator entry's score and verdict again, after a shape of it changed."""
+    from evaluator.scoring import operator_verdict
+
+    verdict = operator_verdict(entry["shapes"])
+    entry["score"] = verdict["score"]
+    for key in ("verdict", "apparent_passes", "real_passes", "wrong_shapes", "hold_codes"):
+        entry[key] = verdict[key]
 
 
 def _resolve_inputs(
@@ -739,6 +883,7 @@ def run_bundle(
     checkpoint_path: str | os.PathLike[str] | None = None,
     validation_variants: bool = True,
     start_ahead: bool | None = None,
+    sanitizer_tools: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """Evaluate a bundle on this machine and return the results document (atrex-results/1).
 
@@ -752,6 +897,13 @@ def run_bundle(
     (``"partial": true``, scores over those operators only) is written there after each
     operator, so that a run killed from outside (a deadline, a lost node) keeps what it
     measured; the caller removes it once the final document is written.
+
+    ``sanitizer_tools`` (default on CUDA: ``evaluator.sanitizer.DEFAULT_TOOLS``; none on
+    the CPU, and none where ``compute-sanitizer`` is not found, which the environment
+    digest's ``sanitizer`` section says) call each operator's smallest shape once more
+    under NVIDIA's ``compute-sanitizer``, after every operator has been measured: a memory
+    error it reports makes the shape ``incorrect`` (code ``memory_error``), and so the
+    operator (``_sanitize_operators``).
 
     ``validation_variants`` (default on) also checks each operator at its hidden validation
     variants (``evaluator.variants``); a run an agent sees the results of (``--visibility
@@ -888,6 +1040,61 @@ def run_bundle(
                             validation_variants=validation_variants,
                         )
                     )
+            tools = (
+                memory_sanitizer.DEFAULT_TOOLS if device_kind == "cuda" else ()
+            ) if sanitizer_tools is None else tuple(sanitizer_tools)  # fmt: skip
+            executable = memory_sanitizer.find_sanitizer() if tools else None
+            if tools and executable is None:
+                environment["sanitizer"] = {"missing": "compute-sanitizer was not found"}
+            elif tools and executable is not None:
+                smallest = {}
+                for operator in with_child:
+                    small = memory_sanitizer.smallest_shape(shapes[operator])
+                    done = {e["operator"]: e for e in entries}.get(operator)
+                    statuses = {s["shape_id"]: s["status"] for s in (done or {}).get("shapes", [])}
+                    if small is not None and statuses.get(small.shape_id) in ("pass", "fallback"):
+                        smallest[operator] = small
+                jobs = {
+                    operator: _job(
+                        operator=operator,
+                        manifest=manifest,
+                        bundle_dir=scratch_dir / "bundle",
+                        shapes=[smallest[operator]],
+                        device=device,
+                        seed=seed,
+                        time_budget_s=None,
+                        threshold_own_share=run_suite.threshold_own_share,
+                        operator_source=(
+                            {
+                                "files": dict(sources[operator]),
+                                "dtype": run_suite.operator(operator).dtype,
+                            }
+                            if operator in sources
+                            else None
+                        ),
+                        validation_variants=False,
+                    )
+                    for operator in smallest
+                }
+                try:
+                    environment["sanitizer"] = _sanitize_operators(
+                        entries=entries,
+                        jobs=jobs,
+                        smallest=smallest,
+                        tools=tools,
+                        executable=executable,
+                        sandbox=sandbox,
+                        device=device,
+                        bundle_dir=scratch_dir / "bundle",
+                        log_dir=logs,
+                        shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S,
+                    )
+                except (SandboxError, OSError) as exc:
+                    # The measured results stand; the digest says the check did not run.
+                    environment["sanitizer"] = {
+                        "executable": executable,
+                        "error": f"{type(exc).__name__}: {exc}",
+                    }
     if device_kind == "cuda":
         environment["clocks_end"] = gpu_clocks()
     results = document(partial=False)

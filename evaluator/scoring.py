@@ -7,15 +7,22 @@ Pure stdlib. Definitions (stated for readers in docs/scoring.md):
   ``runtime_error``, ``timeout``, ``missing``). A correct answer computed by PyTorch
   instead of the submission's own kernels (``fallback``) scores 0.
 * **Operator score** = sum(w_i * s_i) / sum(w_i) over the operator's shapes, w_i the
-  shape's weight within the operator (0 if the weights sum to 0).
+  shape's weight within the operator (0 if the weights sum to 0), unless the operator
+  returned a wrong result on any shape (status ``incorrect``, or a ``wrong`` verdict code
+  of ``evaluator.verdicts``; a failed validation variant makes every shape incorrect):
+  then it is ``incorrect`` as a whole and scores 0. A loud failure (an exception, out of
+  memory, a compile error, a timeout) loses only its own shape.
 * **Aggregate** = sum(I_op * operator score) / sum(I_op) over the suite's operators, I_op
   the operator's importance; an operator with no result counts 0.
 * **Apparent pass rate** = shapes whose output was correct (``pass`` or ``fallback``) /
-  all shapes; **real pass rate** = ``pass`` / all shapes; **fallback rate** =
-  ``fallback`` / all shapes.
+  all shapes; **real pass rate** = ``pass`` shapes of operators that are not
+  ``incorrect`` / all shapes; **fallback rate** = ``fallback`` / all shapes.
+* **Pass counts**: apparent (per shape) = shapes whose status is ``pass``; real (per
+  operator) = those of them whose operator is not ``incorrect``.
 * **Geomean speedup (eager)** = geometric mean of T_eager / T_measured over shapes that
   pass and have a speedup; None when there is none.
-* **fast_1** = share of all shapes that pass with a speedup over PyTorch eager above 1.
+* **fast_1** = share of all shapes that pass with a speedup over PyTorch eager above 1
+  (shapes of ``incorrect`` operators count as not passing here and in the geomean).
 * **Aggregate CI**: a 95% interval from the timing spread. For a passing shape,
   time_spread_ms / time_ms is the relative standard error of its median time; the roofline
   fraction scales as 1/time, so its standard error is fraction * that ratio (first
@@ -32,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evaluator.errors import PlatformError
+from evaluator.verdicts import HOLD_CODES, WRONG_CODES, shape_codes
 
 SHAPE_STATUSES: tuple[str, ...] = (
     "pass",
@@ -94,12 +102,78 @@ def _scored(shape: Mapping[str, Any]) -> float:
     return shape_score(status=_status(shape), roofline_fraction=shape.get("roofline_fraction"))
 
 
+def wrong_shapes(shapes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Ids of the shapes that returned a wrong result (status ``incorrect`` or a ``wrong``
+    verdict code): one of them makes the whole operator ``incorrect``."""
+    return [
+        str(shape.get("shape_id"))
+        for shape in shapes
+        if _status(shape) == "incorrect" or WRONG_CODES.intersection(shape_codes(shape))
+    ]
+
+
+OPERATOR_VERDICTS: tuple[str, ...] = ("held", "incorrect", "pass", "partial", "fallback", "failed")
+"""Per-operator verdicts, most serious first: ``held`` (a sign of deception on a shape: the
+submission waits for review), ``incorrect`` (a wrong result on a shape: scores 0),
+``pass`` (every shape passes), ``partial`` (some pass, the others failed loudly or fell
+back), ``fallback`` (none passes, some were correct through PyTorch), ``failed`` (none)."""
+
+
+def operator_verdict(shapes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The per-operator verdict of an operator's shape entries, its score and its counts.
+
+    Keys: verdict (``OPERATOR_VERDICTS``), score (0 when incorrect), shapes_total,
+    apparent_passes (shapes whose status is ``pass``), real_passes (the same, 0 when the
+    operator is incorrect), wrong_shapes (ids of the shapes with a wrong result) and
+    hold_codes (the deception codes found, each once).
+    """
+    wrong = wrong_shapes(shapes)
+    statuses = [_status(shape) for shape in shapes]
+    hold = []
+    for shape in shapes:
+        for code in shape_codes(shape):
+            if code in HOLD_CODES and code not in hold:
+                hold.append(code)
+    passed = statuses.count("pass")
+    if hold:
+        verdict = "held"
+    elif wrong:
+        verdict = "incorrect"
+    elif statuses and passed == len(statuses):
+        verdict = "pass"
+    elif passed:
+        verdict = "partial"
+    elif "fallback" in statuses:
+        verdict = "fallback"
+    else:
+        verdict = "failed"
+    return {
+        "verdict": verdict,
+        "score": 0.0 if wrong else _weighted_score(shapes),
+        "shapes_total": len(statuses),
+        "apparent_passes": passed,
+        "real_passes": 0 if wrong else passed,
+        "wrong_shapes": wrong,
+        "hold_codes": hold,
+    }
+
+
 def operator_score(shapes: Sequence[Mapping[str, Any]]) -> float:
-    """Weighted mean shape score: sum(w * s) / sum(w); 0.0 when the weights sum to 0.
+    """The operator's score: 0.0 if it returned a wrong result on any shape
+    (``wrong_shapes``), else the weighted mean shape score sum(w * s) / sum(w) (0.0 when
+    the weights sum to 0).
 
     Each shape is a mapping with "weight", "status" and "roofline_fraction" (the shape
-    entries of results.json).
+    entries of results.json; "codes" where the harness wrote them).
     """
+    if wrong_shapes(shapes):
+        for shape in shapes:
+            _weight(shape)  # malformed results are refused whatever the verdict
+        return 0.0
+    return _weighted_score(shapes)
+
+
+def _weighted_score(shapes: Sequence[Mapping[str, Any]]) -> float:
     total_weight = 0.0
     weighted = 0.0
     for shape in shapes:
@@ -152,7 +226,7 @@ def _shape_variance(shape: Mapping[str, Any]) -> float:
 
 def _operator_variance(shapes: Sequence[Mapping[str, Any]]) -> float:
     total_weight = sum(_weight(shape) for shape in shapes)
-    if total_weight <= 0:
+    if total_weight <= 0 or wrong_shapes(shapes):
         return 0.0
     return sum((_weight(s) / total_weight) ** 2 * _shape_variance(s) for s in shapes)
 
@@ -212,12 +286,23 @@ def summarize(
 
     Keys: aggregate, aggregate_ci [low, high], apparent_pass_rate, real_pass_rate,
     fallback_rate, geomean_speedup_eager, fast_1, shapes_total, shapes_passed (status
-    ``pass`` only). Rates are over all shapes of ``operators`` (0.0 when there are none);
+    ``pass``: the apparent pass count), shapes_passed_real (those of operators that are
+    not incorrect: the real pass count), operators_total, operators_incorrect,
+    operators_held. Rates are over all shapes of ``operators`` (0.0 when there are none);
     operator scores are recomputed from the shapes, never read from the entries.
     """
     shapes = [shape for entry in operators for shape in (entry.get("shapes") or [])]
     statuses = [_status(shape) for shape in shapes]
     total = len(shapes)
+    verdicts = [operator_verdict(entry.get("shapes") or []) for entry in operators]
+    real = sum(v["real_passes"] for v in verdicts)
+    # Speedups count the passing shapes of operators that are not incorrect only.
+    counted = [
+        shape
+        for entry, verdict in zip(operators, verdicts, strict=True)
+        if not verdict["wrong_shapes"]
+        for shape in (entry.get("shapes") or [])
+    ]
 
     def share(count: int) -> float:
         return count / total if total else 0.0
@@ -229,10 +314,14 @@ def summarize(
         ),
         "aggregate_ci": aggregate_ci(operators=operators, importance=importance),
         "apparent_pass_rate": share(sum(s in CORRECT_STATUSES for s in statuses)),
-        "real_pass_rate": share(passed),
+        "real_pass_rate": share(real),
         "fallback_rate": share(statuses.count("fallback")),
-        "geomean_speedup_eager": geomean_speedup(shapes),
-        "fast_1": fast_p(shapes=shapes, threshold=1.0),
+        "geomean_speedup_eager": geomean_speedup(counted),
+        "fast_1": share(round(fast_p(shapes=counted, threshold=1.0) * len(counted))),
         "shapes_total": total,
         "shapes_passed": passed,
+        "shapes_passed_real": real,
+        "operators_total": len(verdicts),
+        "operators_incorrect": sum(bool(v["wrong_shapes"]) for v in verdicts),
+        "operators_held": sum(v["verdict"] == "held" for v in verdicts),
     }

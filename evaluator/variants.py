@@ -79,6 +79,7 @@ def check_variant(
 
     from evaluator.correctness import CandidateError, check_shape
     from evaluator.integrity import OutsideWorkError, TamperingError, bound_checker
+    from evaluator.measure import loud_code
 
     device = torch.device(device)
     name = variant.name
@@ -111,13 +112,24 @@ def check_variant(
             after_call=bound_checker(guard, f"after a call of validation variant {name!r}"),
         )
         if correctness.ok:
-            record.update(status="pass")
+            record.update(status="pass", codes=[])
         else:
-            record.update(status="incorrect", error=_named(correctness.error, shape_id, name))
+            record.update(
+                status="incorrect",
+                error=_named(correctness.error, shape_id, name),
+                codes=["variant_wrong"],
+            )
     except CandidateError as exc:
-        record.update(error=_named(exc.message, shape_id, name))
+        record.update(
+            error=_named(exc.message, shape_id, name),
+            codes=["variant_wrong", loud_code(exc.__cause__ or exc)],
+        )
     except OutsideWorkError as exc:
-        record.update(status="incorrect", error=_named(exc.message, shape_id, name))
+        record.update(
+            status="incorrect",
+            error=_named(exc.message, shape_id, name),
+            codes=["variant_wrong", "outside_work"],
+        )
     except TamperingError:
         raise
     except BaseException as exc:  # SystemExit or worse from the candidate: the variant fails
@@ -126,8 +138,18 @@ def check_variant(
         detail = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, SystemExit):
             detail = f"the candidate called sys.exit({exc.code!r}) (SystemExit)"
-        record.update(error=_named(detail, shape_id, name))
+        record.update(error=_named(detail, shape_id, name), codes=["variant_wrong", loud_code(exc)])
     return record
+
+
+def failed_variant_codes(records: list[Mapping[str, Any]]) -> list[str]:
+    """The verdict codes every shape gets when a variant failed (the first failure's; a
+    failure there, wrong or loud, makes the operator incorrect: a loud one cannot be told
+    from a dodge), or [] when every variant passed."""
+    for record in records:
+        if record.get("status") != "pass":
+            return list(record.get("codes") or ["variant_wrong"])
+    return []
 
 
 def failed_variant_error(records: list[Mapping[str, Any]]) -> str | None:

@@ -138,6 +138,24 @@ class BoardRowSerializer(serializers.Serializer):
         child=serializers.FloatField(),
         help_text="Operator slug -> operator score (0..1 of the roofline, weighted).",
     )
+    operator_verdicts = serializers.DictField(
+        source="score.operator_verdicts",
+        child=serializers.CharField(),
+        help_text="Operator slug -> per-operator verdict (pass, partial, incorrect, fallback, "
+        "failed; docs/scoring.md); an incorrect operator scores 0.",
+    )
+    shapes_passed_apparent = serializers.IntegerField(
+        source="score.shapes_passed_apparent",
+        allow_null=True,
+        help_text="Shapes whose status is pass (per shape).",
+    )
+    shapes_passed_real = serializers.IntegerField(
+        source="score.shapes_passed_real",
+        allow_null=True,
+        help_text="Of those, the shapes of operators that returned no wrong result (per "
+        "operator); null on rows published before harness 0.3.0.",
+    )
+    shapes_total = serializers.IntegerField(source="score.shapes_total", allow_null=True)
     published_at = serializers.DateTimeField(source="score.published_at")
 
 

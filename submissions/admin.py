@@ -12,8 +12,11 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.html import format_html, format_html_join
 
-from . import curation
+from evaluator.figures import duration_ms, roofline_percent
+
+from . import curation, selectors
 from .models import CurationLog, EvaluationRun, Score, Shard, StatusChange, Submission
 
 Action = CurationLog.Action
@@ -78,6 +81,12 @@ def _curation_action(action: str, label: str) -> Callable:
             "action": request.POST.get("action", ""),
             "action_label": label,
             "checkbox_name": ACTION_CHECKBOX_NAME,
+            # What the reviewer weighs before releasing or rejecting held results.
+            "signals": (
+                {s.pk: review_signals_html(s) for s in queryset}
+                if action in (Action.RELEASE, Action.REJECT)
+                else {}
+            ),
         }
         return TemplateResponse(
             request, "admin/submissions/submission/curation_action.html", context
@@ -87,6 +96,43 @@ def _curation_action(action: str, label: str) -> Callable:
     run.short_description = label  # type: ignore[attr-defined]
     run.allowed_permissions = ("change",)  # type: ignore[attr-defined]
     return run
+
+
+def _signal_figures(signal: dict) -> str:
+    parts = []
+    if signal.get("time_ms") is not None:
+        parts.append(f"timed {duration_ms(signal['time_ms'])}")
+    if signal.get("watched_time_ms") is not None:
+        parts.append(f"watched {duration_ms(signal['watched_time_ms'])}")
+    if signal.get("t_sol_ms") is not None:
+        parts.append(f"roofline bound {duration_ms(signal['t_sol_ms'])}")
+    if signal.get("roofline_fraction") is not None:
+        parts.append(f"{roofline_percent(signal['roofline_fraction'])} of the roofline")
+    return ", ".join(parts)
+
+
+def review_signals_html(submission: Submission) -> str:
+    """Every sign of deception of the submission's latest run, one table row each: operator,
+    shape, code, what it means, the figures and the harness's evidence."""
+    signals = selectors.submission_review_signals(submission=submission)
+    if not signals:
+        return format_html("<p>{}</p>", "No sign of deception in the latest run.")
+    rows = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        (
+            (s["operator"], s["shape_id"], s["code"], s["label"], _signal_figures(s), s["evidence"])
+            for s in signals
+        ),
+    )
+    # Scrolls sideways on a phone rather than squeezing the evidence out of sight.
+    return format_html(
+        '<div style="overflow-x: auto; max-width: 100%">'
+        '<table class="review-signals" style="min-width: 44rem"><thead><tr><th>Operator</th>'
+        "<th>Shape</th><th>Code</th><th>Sign</th><th>Figures</th><th>Evidence</th></tr>"
+        "</thead><tbody>{}</tbody></table></div>",
+        rows,
+    )
 
 
 @admin.register(Submission)
@@ -107,6 +153,7 @@ class SubmissionAdmin(admin.ModelAdmin):
     search_fields = ["title", "owner__username"]
     # Status moves and curation flags change only through services (logged), never here.
     readonly_fields = [
+        "review_signals",
         "status",
         "status_changed_at",
         "error_code",
@@ -128,6 +175,15 @@ class SubmissionAdmin(admin.ModelAdmin):
         _curation_action(Action.RELEASE, "Release held results"),
         _curation_action(Action.REJECT, "Reject held results"),
     ]
+
+    def get_fields(self, request: HttpRequest, obj: Submission | None = None) -> list:
+        """The review (signs of deception) first: what a held submission's page is for."""
+        fields = [f for f in super().get_fields(request, obj) if f != "review_signals"]
+        return ["review_signals", *fields] if obj is not None else fields
+
+    @admin.display(description="Signs of deception (why it is held for review)")
+    def review_signals(self, obj: Submission) -> str:
+        return review_signals_html(obj)
 
 
 @admin.register(CurationLog)

@@ -65,7 +65,17 @@ class ScoresSerializer(serializers.Serializer):
     geomean_speedup_eager = serializers.FloatField(allow_null=True)
     fast_1 = serializers.FloatField(allow_null=True)
     shapes_total = serializers.IntegerField(allow_null=True)
-    shapes_passed = serializers.IntegerField(allow_null=True)
+    shapes_passed = serializers.IntegerField(
+        allow_null=True, help_text="Apparent pass count: shapes whose status is pass."
+    )
+    shapes_passed_real = serializers.IntegerField(
+        allow_null=True,
+        required=False,
+        help_text="Real pass count: passing shapes of operators that returned no wrong "
+        "result on any shape (null for runs scored before harness 0.3.0).",
+    )
+    operators_incorrect = serializers.IntegerField(allow_null=True, required=False)
+    operators_held = serializers.IntegerField(allow_null=True, required=False)
 
 
 class OperatorResultSerializer(serializers.ModelSerializer):
@@ -73,7 +83,10 @@ class OperatorResultSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = OperatorResult
-        fields = ["operator", "status", "score", "importance", "error", "warnings"]
+        fields = [
+            "operator", "status", "verdict", "score", "importance", "error", "warnings",
+            "shapes_total", "apparent_passes", "real_passes", "wrong_shapes", "hold_codes",
+        ]  # fmt: skip
 
 
 class ShapeResultSerializer(serializers.ModelSerializer):
@@ -82,7 +95,7 @@ class ShapeResultSerializer(serializers.ModelSerializer):
         fields = [
             "operator", "shape_id", "status", "weight", "time_ms", "time_spread_ms", "reps",
             "reference_time_ms", "t_sol_ms", "roofline_fraction", "speedup",
-            "own_kernel_share", "max_abs_error", "error",
+            "own_kernel_share", "max_abs_error", "error", "codes",
         ]  # fmt: skip
 
 
@@ -160,8 +173,18 @@ class SubmissionDetailSerializer(SubmissionSerializer):
             "manifest", "scores", "operators", "environment", "history",
         ]  # fmt: skip
 
+    def _withheld(self, submission: Submission) -> bool:
+        """Held for review: nothing of it is published until staff release it (its owner
+        and staff see its figures)."""
+        request = self.context.get("request")
+        return selectors.submission_results_withheld(
+            submission=submission, user=getattr(request, "user", None)
+        )
+
     @extend_schema_field(ScoresSerializer(allow_null=True))
     def get_scores(self, submission: Submission) -> dict[str, Any] | None:
+        if self._withheld(submission):
+            return None
         run = _latest_run(submission)
         if run is None or not run.results or not run.results.get("scores"):
             return None
@@ -169,6 +192,8 @@ class SubmissionDetailSerializer(SubmissionSerializer):
 
     @extend_schema_field(OperatorResultSerializer(many=True))
     def get_operators(self, submission: Submission) -> list[dict[str, Any]]:
+        if self._withheld(submission):
+            return []
         run = _latest_run(submission)
         if run is None:
             return []
@@ -327,7 +352,10 @@ class SubmissionListCreateApi(APIView):
         if submission.status == Submission.Status.REJECTED:
             body = SubmissionRejectedSerializer(submission).data
             return Response(body, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
-        return Response(SubmissionDetailSerializer(submission).data, status=status.HTTP_201_CREATED)
+        return Response(
+            SubmissionDetailSerializer(submission, context={"request": request}).data,
+            status=status.HTTP_201_CREATED,
+        )
 
 
 class SubmissionDetailApi(APIView):
@@ -339,7 +367,7 @@ class SubmissionDetailApi(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         submission = get_object_or_404(_visible(request).select_related("score"), pk=pk)
-        return Response(SubmissionDetailSerializer(submission).data)
+        return Response(SubmissionDetailSerializer(submission, context={"request": request}).data)
 
 
 class SubmissionProgressApi(APIView):
@@ -373,7 +401,9 @@ class SubmissionShapesApi(ListAPIView):
     def get_queryset(self) -> QuerySet[ShapeResult]:
         submission = get_object_or_404(_visible(self.request), pk=self.kwargs["pk"])
         run = selectors.submission_latest_run(submission=submission)
-        if run is None:
+        if run is None or selectors.submission_results_withheld(
+            submission=submission, user=self.request.user
+        ):
             return ShapeResult.objects.none()
         rows = selectors.shape_results_visible_to(run=run, user=self.request.user)
         params = self.request.query_params
@@ -529,4 +559,4 @@ class SubmissionCancelApi(APIView):
         except NotCancellable as error:
             return error_response(detail=error.message, code=error.code, status=409)
         submission.refresh_from_db()
-        return Response(SubmissionDetailSerializer(submission).data)
+        return Response(SubmissionDetailSerializer(submission, context={"request": request}).data)

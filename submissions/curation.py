@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from evaluator.errors import UserError
-from evaluator.scoring import scores_by_operator
+from evaluator.scoring import operator_verdict, summarize
 
 from . import services
 from .models import CurationLog, EvaluationRun, Submission
@@ -125,8 +125,17 @@ def submission_release(*, submission: Submission, actor, reason: str) -> Curatio
         ):
             raise CurationRefused(f"Submission {submission.pk} is not held for review.")
         operators = run.results.get("operators", [])
+        verdicts = {op["operator"]: operator_verdict(op.get("shapes") or []) for op in operators}
+        # The stored block's importance is the suite version's; the figures are recomputed
+        # from the shapes under today's rules (a run scored before they existed included).
+        importance = {
+            op["slug"]: op["importance"] for op in submission.suite_version.definition["operators"]
+        }
         score_publish(
-            run=run, scores=run.results["scores"], operator_scores=scores_by_operator(operators)
+            run=run,
+            scores=summarize(operators=operators, importance=importance),
+            operator_scores={slug: v["score"] for slug, v in verdicts.items()},
+            operator_verdicts={slug: v["verdict"] for slug, v in verdicts.items()},
         )
         return _log(submission=submission, actor=actor, action=Action.RELEASE, reason=reason)
 

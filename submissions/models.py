@@ -221,6 +221,17 @@ class OperatorResult(models.Model):
     # Seconds the operator's evaluation child ran (start-up included); what the shard
     # planner learns each operator's cost from (``submissions.run_split.operator_costs``).
     wall_s = models.FloatField(null=True, blank=True)
+    # The per-operator verdict (evaluator.scoring.OPERATOR_VERDICTS: held, incorrect, pass,
+    # partial, fallback, failed) and its counts: shapes, shapes whose status is pass (the
+    # apparent passes, per shape), the same counted per operator (0 when it is incorrect:
+    # the real passes), the shapes that returned a wrong result, and the codes
+    # (evaluator.verdicts) of the signs of deception found on its shapes.
+    verdict = models.CharField(max_length=12, blank=True)
+    shapes_total = models.PositiveIntegerField(default=0)
+    apparent_passes = models.PositiveIntegerField(default=0)
+    real_passes = models.PositiveIntegerField(default=0)
+    wrong_shapes = models.JSONField(default=list, blank=True)
+    hold_codes = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-importance", "operator"]
@@ -248,6 +259,8 @@ class ShapeResult(models.Model):
     own_kernel_share = models.FloatField(null=True)
     max_abs_error = models.FloatField(null=True)
     error = models.TextField(blank=True)
+    # What the harness found on the shape: verdict codes of evaluator.verdicts.
+    codes = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["operator", "pk"]
@@ -335,6 +348,13 @@ class Score(models.Model):
     geomean_speedup_compile = models.FloatField(null=True)
     # operator slug -> operator score
     operator_scores = models.JSONField(default=dict)
+    # operator slug -> per-operator verdict (evaluator.scoring.OPERATOR_VERDICTS)
+    operator_verdicts = models.JSONField(default=dict)
+    # Passing shapes counted per shape (apparent) and per operator (real: none of an
+    # operator that returned a wrong result on any shape); null on rows published before.
+    shapes_total = models.PositiveIntegerField(null=True)
+    shapes_passed_apparent = models.PositiveIntegerField(null=True)
+    shapes_passed_real = models.PositiveIntegerField(null=True)
     published_at = models.DateTimeField()
 
     class Meta:

@@ -75,10 +75,18 @@ def scores_refresh_compile_speedup(*, suite_version_id: int, hardware_id: int) -
     return changed
 
 
-def score_publish(*, run, scores: dict, operator_scores: dict[str, float]) -> Score:
+def score_publish(
+    *,
+    run,
+    scores: dict,
+    operator_scores: dict[str, float],
+    operator_verdicts: dict[str, str] | None = None,
+) -> Score:
     """Store a run's headline figures on the board (replacing the submission's old row);
     its per-shape results are stored already (the speedup over torch.compile joins them
-    with the compile baseline's)."""
+    with the compile baseline's). ``operator_verdicts``: slug -> per-operator verdict
+    (``evaluator.scoring.operator_verdict``); the pass counts come from ``scores``
+    (``evaluator.scoring.summarize``; None for a block written before they existed)."""
     submission = run.submission
     compile_times = compile_baseline_times(
         suite_version_id=submission.suite_version_id, hardware_id=submission.hardware_id
@@ -103,6 +111,10 @@ def score_publish(*, run, scores: dict, operator_scores: dict[str, float]) -> Sc
                 else None
             ),
             "operator_scores": operator_scores,
+            "operator_verdicts": dict(operator_verdicts or {}),
+            "shapes_total": scores.get("shapes_total"),
+            "shapes_passed_apparent": scores.get("shapes_passed"),
+            "shapes_passed_real": scores.get("shapes_passed_real"),
             "published_at": timezone.now(),
         },
     )

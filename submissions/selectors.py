@@ -94,3 +94,31 @@ def scores_on_board(*, suite: SuiteVersion, hardware: HardwareProfile) -> QueryS
     return Score.objects.filter(
         querysets.board_q(prefix="submission__"), suite_version=suite, hardware=hardware
     ).order_by(F("aggregate").desc(nulls_last=True), "published_at", "pk")
+
+
+def submission_review_signals(*, submission: Submission) -> list[dict]:
+    """The signs of deception (``evaluator.verdicts.hold_signals``) in the latest run's
+    results, each with its operator, shape, code, label and evidence: what an admin reviews
+    before releasing or rejecting a held submission. Empty when there is no run."""
+    from evaluator.verdicts import hold_signals
+
+    run = submission_latest_run(submission=submission)
+    if run is None or not run.results:
+        return []
+    return hold_signals(run.results.get("operators") or [])
+
+
+def submission_results_withheld(
+    *, submission: Submission, user: User | AnonymousUser | None
+) -> bool:
+    """Whether ``user`` may not see the figures of ``submission`` yet: a submission held for
+    review publishes nothing until staff release it; its owner and staff see them."""
+    if submission.status != Submission.Status.HELD_FOR_REVIEW:
+        return False
+    if (
+        user is not None
+        and user.is_authenticated
+        and (user.is_staff or submission.owner_id == user.pk)
+    ):
+        return False
+    return True

@@ -29,7 +29,8 @@ from catalogue import selectors as catalogue_selectors
 from catalogue.models import HardwareProfile, SuiteVersion
 from evaluator.bundle import inspect_bundle
 from evaluator.errors import AtrexError, BundleError, PlatformError
-from evaluator.scoring import operator_score, summarize
+from evaluator.scoring import operator_verdict, summarize
+from evaluator.verdicts import hold_note, hold_signals, shape_codes
 
 from . import run_split
 from .models import EvaluationRun, OperatorResult, ShapeResult, StatusChange, Submission
@@ -334,20 +335,6 @@ def holder_alive(
 # --- Storing, scoring and publishing a run's (merged) results ---
 
 
-def _held_reasons(results: dict) -> list[str]:
-    """Figures that no honest kernel produces; they wait for an admin, never auto-publish."""
-    reasons = []
-    for operator in results.get("operators", []):
-        for shape in operator.get("shapes", []):
-            fraction = shape.get("roofline_fraction")
-            if shape.get("status") == "pass" and fraction is not None and fraction > 1.0:
-                reasons.append(
-                    f"{operator['operator']} shape {shape['shape_id']}: roofline fraction "
-                    f"{fraction:.2f} is above 1.0 (faster than the hardware allows)"
-                )
-    return reasons
-
-
 def _seconds(value: object) -> float | None:
     """A finite, non-negative number of seconds from a results document, else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -360,15 +347,23 @@ def _store_results(run: EvaluationRun, results: dict, *, importance: dict[str, f
     OperatorResult.objects.filter(run=run).delete()
     ShapeResult.objects.filter(run=run).delete()
     for operator in results.get("operators", []):
+        # The verdict is recomputed from the shapes' statuses and codes, never read.
+        verdict = operator_verdict(operator.get("shapes", []))
         OperatorResult.objects.create(
             run=run,
             operator=operator["operator"],
             status=operator.get("status", ""),
-            score=operator_score(operator.get("shapes", [])),
+            score=verdict["score"],
             importance=importance.get(operator["operator"], 0.0),
             error=operator.get("error") or "",
             warnings=operator.get("warnings") or [],
             wall_s=_seconds(operator.get("wall_s")),
+            verdict=verdict["verdict"],
+            shapes_total=verdict["shapes_total"],
+            apparent_passes=verdict["apparent_passes"],
+            real_passes=verdict["real_passes"],
+            wrong_shapes=verdict["wrong_shapes"],
+            hold_codes=verdict["hold_codes"],
         )
         ShapeResult.objects.bulk_create(
             ShapeResult(
@@ -387,6 +382,7 @@ def _store_results(run: EvaluationRun, results: dict, *, importance: dict[str, f
                 own_kernel_share=shape.get("own_kernel_share"),
                 max_abs_error=shape.get("max_abs_error"),
                 error=shape.get("error") or "",
+                codes=shape_codes(shape),
             )
             for shape in operator.get("shapes", [])
         )
@@ -397,7 +393,9 @@ def evaluation_run_score_and_publish(
     *, run: EvaluationRun, results: dict, log_tail: str = ""
 ) -> EvaluationRun:
     """Store a run's results (its submission is in ``scoring``), score them with the suite
-    version's importance, then publish them or hold them for review."""
+    version's importance, then publish them, or hold the whole submission for review when
+    any shape carries a sign of deception (a ``hold`` code of ``evaluator.verdicts``):
+    nothing of it is published until staff release it (``curation.submission_release``)."""
     submission = run.submission
     # One scoring definition (evaluator.scoring), with the importance this suite version
     # publishes: the site does not trust figures it can recompute.
@@ -406,9 +404,11 @@ def evaluation_run_score_and_publish(
     }
     _store_results(run, results, importance=importance)
     scores = summarize(operators=results.get("operators", []), importance=importance)
-    operator_scores = {
-        op["operator"]: operator_score(op.get("shapes", [])) for op in results.get("operators", [])
+    verdicts = {
+        op["operator"]: operator_verdict(op.get("shapes", []))
+        for op in results.get("operators", [])
     }
+    operator_scores = {slug: verdict["score"] for slug, verdict in verdicts.items()}
     environment = results.get("environment") or {}
     EvaluationRun.objects.filter(pk=run.pk).update(
         status=EvaluationRun.Status.SUCCEEDED,
@@ -421,16 +421,21 @@ def evaluation_run_score_and_publish(
         shapes_total=scores.get("shapes_total", 0),
     )
     run.refresh_from_db()
-    held = _held_reasons(results)
-    if held:
+    signals = hold_signals(results.get("operators", []))
+    if signals:
         submission_transition(
             submission=submission,
             from_status=Status.SCORING,
             to_status=Status.HELD_FOR_REVIEW,
-            note="; ".join(held),
+            note=hold_note(signals),
         )
         return run
-    score_publish(run=run, scores=scores, operator_scores=operator_scores)
+    score_publish(
+        run=run,
+        scores=scores,
+        operator_scores=operator_scores,
+        operator_verdicts={slug: v["verdict"] for slug, v in verdicts.items()},
+    )
     submission_transition(
         submission=submission, from_status=Status.SCORING, to_status=Status.PUBLISHED
     )

@@ -59,14 +59,15 @@ def test_the_evaluators_table_never_prints_zero_for_a_positive_score():
     results = {
         "operators": [
             {"operator": "rms_norm", "status": "ok", "score": 2.345e-05,
-             "shapes": [{"shape_id": "smoke-1", "status": "pass"}]},
+             "shapes": [{"shape_id": "smoke-1", "status": "pass", "weight": 1.0,
+                         "roofline_fraction": 2.345e-05}]},
             {"operator": "silu_and_mul", "status": "ok", "score": 0.4043, "shapes": []},
         ],
         "scores": {"aggregate": 3.1e-05, "real_pass_rate": 0.5, "fallback_rate": 0.0},
     }  # fmt: skip
     lines = results_table(results).splitlines()
-    assert lines[1].split()[:3] == ["rms_norm", "ok", "0.00234%"]
-    assert lines[2].split()[:3] == ["silu_and_mul", "ok", "40.4%"]
+    assert lines[1].split()[:3] == ["rms_norm", "pass", "0.00234%"]
+    assert lines[2].split()[:3] == ["silu_and_mul", "failed", "40.4%"]
     assert lines[1].index("%") == lines[2].index("%")  # right-aligned
     assert lines[-1].startswith("aggregate 0.00310% of the roofline")
     assert "0.0000" not in "\n".join(lines)

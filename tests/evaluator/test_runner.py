@@ -105,6 +105,11 @@ def test_results_follow_the_documented_schema(triton_results):
             "status",
             "error",
             "score",
+            "verdict",
+            "apparent_passes",
+            "real_passes",
+            "wrong_shapes",
+            "hold_codes",
             "warnings",
             "shapes",
             "variants",
@@ -113,6 +118,7 @@ def test_results_follow_the_documented_schema(triton_results):
             "ahead_s",
         }
         assert entry["variants"] == []  # none of these operators has validation variants
+        assert entry["verdict"] == "pass" and entry["wrong_shapes"] == []
         shapes_wall = 0.0
         for shape in entry["shapes"]:
             assert list(shape) == list(SHAPE_FIELDS)

@@ -33,7 +33,7 @@ def _shape(
 
 # Two operators, importance 0.75 / 0.25, shapes of different weights and statuses.
 # alpha = (2*0.5 + 1*0 + 1*0.2) / 4 = 0.3     (the fallback scores 0 despite fraction 0.9)
-# beta  = (1*0 + 3*0.6) / 4          = 0.45    (the incorrect shape scores 0)
+# beta  = (1*0 + 3*0.6) / 4          = 0.45    (the loud failure loses only its shape)
 # aggregate = 0.75*0.3 + 0.25*0.45   = 0.3375
 OPERATORS = [
     {
@@ -49,7 +49,7 @@ OPERATORS = [
     {
         "operator": "beta",
         "shapes": [
-            _shape("0", "incorrect", weight=1.0, fraction=0.8, speedup=10.0),
+            _shape("0", "runtime_error", weight=1.0, fraction=0.8, speedup=10.0),
             _shape("1", "pass", weight=3.0, fraction=0.6, speedup=4.0, time_ms=1.0, spread_ms=0.05),
         ],
     },
@@ -75,7 +75,7 @@ def test_summary_of_a_hand_computed_run():
     assert summary["apparent_pass_rate"] == pytest.approx(4 / 5)  # 3 passes + 1 fallback
     assert summary["real_pass_rate"] == pytest.approx(3 / 5)
     assert summary["fallback_rate"] == pytest.approx(1 / 5)
-    # Passing shapes' speedups only: 2.0, 0.5, 4.0 (the fallback's 5x and the wrong 10x
+    # Passing shapes' speedups only: 2.0, 0.5, 4.0 (the fallback's 5x and the failed 10x
     # do not count) -> (2 * 0.5 * 4) ** (1/3).
     assert summary["geomean_speedup_eager"] == pytest.approx(4 ** (1 / 3))
     # Passes faster than eager: alpha/0 and beta/1, out of all five shapes.
@@ -90,7 +90,13 @@ def test_summary_of_a_hand_computed_run():
         "fast_1",
         "shapes_total",
         "shapes_passed",
+        "shapes_passed_real",
+        "operators_total",
+        "operators_incorrect",
+        "operators_held",
     }
+    assert summary["shapes_passed_real"] == 3
+    assert (summary["operators_total"], summary["operators_incorrect"]) == (2, 0)
 
 
 def test_aggregate_ci_propagates_relative_time_errors():

@@ -60,7 +60,7 @@ def test_every_variant_passes_the_reference_itself(slug):
         record = check_variant(
             spec=spec, variant=variant, model_class=spec.model_class, device="cpu", run_seed=5
         )
-        assert record == {"name": variant.name, "status": "pass", "error": None}
+        assert record == {"name": variant.name, "status": "pass", "error": None, "codes": []}
 
 
 def test_the_operator_sources_agents_are_shown_name_no_variant():
@@ -315,7 +315,7 @@ def assert_honest_triton_kernels_pass_every_variant(device: str, hardware: str, 
     for entry in results["operators"]:
         expected = [variant.name for variant in variants_for(entry["operator"])]
         assert [v["name"] for v in entry["variants"]] == expected
-        assert all(set(v) == {"name", "status", "error"} for v in entry["variants"])
+        assert all(set(v) == {"name", "status", "error", "codes"} for v in entry["variants"])
         assert [v["status"] for v in entry["variants"]] == ["pass"] * len(expected)
         assert [s["status"] for s in entry["shapes"]] == ["pass"], entry["shapes"]
         assert entry["score"] > 0
