@@ -24,7 +24,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from atrex_site import charts
-from atrex_site.csv_export import write_rows
+from atrex_site.csv_export import header_with_units, write_rows
 from catalogue import selectors as catalogue_selectors
 from catalogue.models import HardwareProfile, SuiteVersion
 from evaluator.hardware import HardwareProfile as HardwareSpec
@@ -83,7 +83,7 @@ BOARD_COLUMNS: list[tuple[str, str, bool]] = [
     ("submission", "Submission", False),
     ("kind", "Kind", False),
     ("dsl", "DSL", False),
-    ("aggregate", "Score (95% interval)", True),
+    ("aggregate", "Score, % of roofline (95% interval)", True),
     ("real_pass_rate", "Real pass", True),
     ("apparent_pass_rate", "Apparent pass", True),
     ("fallback_rate", "Fallback", True),
@@ -310,7 +310,7 @@ def board_download(request: HttpRequest, fmt: str) -> HttpResponse:
         response = JsonResponse(body, encoder=DjangoJSONEncoder)
         return _attachment(response, f"{stem}.json")
     response = HttpResponse(content_type="text/csv; charset=utf-8")
-    header = BOARD_FIELDS + [f"op:{slug}" for slug in slugs]
+    header = header_with_units(BOARD_FIELDS + [f"op:{slug}" for slug in slugs])
     write_rows(
         response,
         [header]
