@@ -64,13 +64,15 @@ def fraction_axis(title: str, **extra: Any) -> dict[str, Any]:
 
 
 def rate_axis(title: str, unit: str, **extra: Any) -> dict[str, Any]:
-    """A logarithmic axis of a rate or size (FLOP/s, B/s) with SI-prefixed ticks."""
+    """A logarithmic axis of a rate or size with SI-prefixed ticks that carry the unit
+    (``1PFLOP/s``, ``100TFLOP/s``); the margin grows to fit them."""
     return {
         "type": "log",
-        "title": {"text": f"{title} ({unit})"},
+        "title": {"text": title},
         "tickformat": SI_TICKS,
         "ticksuffix": unit,
         "exponentformat": "SI",
+        "automargin": True,
         **extra,
     }
 

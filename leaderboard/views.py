@@ -27,6 +27,7 @@ from atrex_site import charts
 from atrex_site.csv_export import header_with_units, write_rows
 from catalogue import selectors as catalogue_selectors
 from catalogue.models import HardwareProfile, SuiteVersion
+from evaluator.figures import significant
 from evaluator.hardware import HardwareProfile as HardwareSpec
 from evaluator.roofline import t_sol_seconds
 from submissions.models import Score, ShapeResult, Submission
@@ -193,7 +194,7 @@ def _board_context(request: HttpRequest, *, paginate: bool = True) -> dict[str, 
     op_columns = []
     for op in operators:
         column = _column(request, sort, f"op:{op.operator.slug}", op.operator.slug, True)
-        column.title = f"importance {op.importance:.3f}"
+        column.title = f"importance {significant(op.importance)}"
         op_columns.append(column)
     date_column = _column(request, sort, "date", "Date", True)
     labels = {column.key: column.label for column in [*columns, *op_columns, date_column]}

@@ -212,3 +212,6 @@ class ScoreAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False

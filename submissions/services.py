@@ -29,6 +29,7 @@ from catalogue import selectors as catalogue_selectors
 from catalogue.models import HardwareProfile, SuiteVersion
 from evaluator.bundle import inspect_bundle
 from evaluator.errors import AtrexError, BundleError, PlatformError
+from evaluator.figures import roofline_percent
 from evaluator.scoring import operator_score, summarize
 
 from . import run_split
@@ -342,8 +343,9 @@ def _held_reasons(results: dict) -> list[str]:
             fraction = shape.get("roofline_fraction")
             if shape.get("status") == "pass" and fraction is not None and fraction > 1.0:
                 reasons.append(
-                    f"{operator['operator']} shape {shape['shape_id']}: roofline fraction "
-                    f"{fraction:.2f} is above 1.0 (faster than the hardware allows)"
+                    f"{operator['operator']} shape {shape['shape_id']}: "
+                    f"{roofline_percent(fraction)} of the roofline is above 100% "
+                    "(faster than the hardware allows)"
                 )
     return reasons
 

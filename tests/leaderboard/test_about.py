@@ -71,8 +71,8 @@ def test_the_about_page_shows_the_example_as_computed_by_hand(client):
     assert _text(html, "example-real-pass") == roofline_percent(expected["real_pass"])
     assert _text(html, "example-apparent-pass") == roofline_percent(expected["apparent_pass"])
     # T_SOL = max(W/P, Q/B) on the H20 equals the release's published figure.
-    assert _text(html, "example-h20-tsol") == duration_ms(
-        inputs["published_h20_t_sol_ms"]
-    ).replace(" ", "\u00a0")
+    assert _text(html, "example-h20-tsol") == duration_ms(inputs["published_h20_t_sol_ms"]).replace(
+        " ", "\u00a0"
+    )
     for section in ("definitions", "interval", "ties", "example"):
         assert f'id="{section}"' in html

@@ -258,7 +258,7 @@ def test_heat_map_cells_are_shaded_relative_to_the_column_best(client, board_row
     html = _board(client)
     styles = re.findall(r'class="num op heat" style="([^"]*)">([^<]*)<', html)
     assert styles
-    best_cells = [style for style, value in styles if value == "0.9"]
+    best_cells = [style for style, value in styles if value == "90.0%"]
     assert best_cells and all("#0b3d7a" in style and "#ffffff" in style for style in best_cells)
 
 
