@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from atrex_site import admin_figures
+
 from .models import AgentEndpoint, AllowedNetwork, Campaign, CampaignRound
 
 
@@ -26,8 +28,9 @@ class CampaignRoundInline(admin.TabularInline):
     model = CampaignRound
     extra = 0
     can_delete = False
-    fields = ["operator", "number", "status", "score", "all_pass", "kept", "error_code"]
+    fields = ["operator", "number", "status", "round_score", "all_pass", "kept", "error_code"]
     readonly_fields = fields
+    round_score = admin_figures.roofline("score", "score (% of roofline)")
 
 
 @admin.register(Campaign)

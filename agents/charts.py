@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from atrex_site.charts import fraction_axis
+
 
 def rounds_figure(*, rounds: Iterable[Any]) -> dict[str, Any] | None:
     """One line per operator: x = round, y = weighted roofline fraction on public shapes
@@ -36,7 +38,7 @@ def rounds_figure(*, rounds: Iterable[Any]) -> dict[str, Any] | None:
                     )
                     for row in rows
                 ],
-                "hovertemplate": "%{fullData.name} round %{x}: %{y:.3g} (%{text})<extra></extra>",
+                "hovertemplate": "%{fullData.name} round %{x}: %{y:.3p} (%{text})<extra></extra>",
                 "connectgaps": False,
             }
         )
@@ -52,7 +54,7 @@ def rounds_figure(*, rounds: Iterable[Any]) -> dict[str, Any] | None:
                     "marker": {"symbol": "star", "size": 14},
                     "x": [row.number for row in kept],
                     "y": [row.score for row in kept],
-                    "hovertemplate": "kept: round %{x}, %{y:.3g}<extra></extra>",
+                    "hovertemplate": "kept: round %{x}, %{y:.3p}<extra></extra>",
                 }
             )
     return {
@@ -63,6 +65,6 @@ def rounds_figure(*, rounds: Iterable[Any]) -> dict[str, Any] | None:
             "font": {"family": "system-ui, sans-serif", "size": 13},
             "legend": {"orientation": "h", "y": -0.25},
             "xaxis": {"title": {"text": "round"}, "dtick": 1},
-            "yaxis": {"title": {"text": "weighted roofline fraction"}, "rangemode": "tozero"},
+            "yaxis": fraction_axis("operator score (% of roofline)"),
         },
     }

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from evaluator.figures import roofline_percent, speedup
+from evaluator.figures import MISSING, percent, roofline_percent, significant, speedup
 
 from .client import DEFAULT_URL, ApiError, Client, token_from_environment
 
@@ -64,16 +64,16 @@ def scores_table(submission: dict[str, Any]) -> str:
     lines = [f"submission #{submission['id']}  {submission.get('title', '')}"]
     interval = scores.get("aggregate_ci")
     summary = [
-        ("score (of the roofline)", roofline_percent(scores.get("aggregate"))),
+        ("score (% of roofline)", roofline_percent(scores.get("aggregate"))),
         (
             "95% interval",
             f"{roofline_percent(interval[0])} – {roofline_percent(interval[1])}"
             if interval
-            else "–",
+            else MISSING,
         ),
-        ("real-kernel pass rate", roofline_percent(scores.get("real_pass_rate"))),
-        ("apparent pass rate", roofline_percent(scores.get("apparent_pass_rate"))),
-        ("fallback rate", roofline_percent(scores.get("fallback_rate"))),
+        ("real-kernel pass rate", percent(scores.get("real_pass_rate"))),
+        ("apparent pass rate", percent(scores.get("apparent_pass_rate"))),
+        ("fallback rate", percent(scores.get("fallback_rate"))),
         ("speedup over eager", speedup(scores.get("geomean_speedup_eager"))),
     ]
     lines.append(table(["figure", "value"], summary, right=[1]))
@@ -83,7 +83,7 @@ def scores_table(submission: dict[str, Any]) -> str:
             [row["operator"], row["status"], roofline_percent(row["score"])] for row in operators
         ]
         lines.append("")
-        lines.append(table(["operator", "status", "score"], rows, right=[2]))
+        lines.append(table(["operator", "status", "% of roofline"], rows, right=[2]))
     return "\n".join(lines)
 
 
@@ -94,12 +94,13 @@ def board_table(board: dict[str, Any]) -> str:
             row["rank"] if row.get("rank") is not None else "base",
             row["submission"],
             roofline_percent(row["aggregate"]),
-            roofline_percent(row["real_pass_rate"]),
+            percent(row["real_pass_rate"]),
             f"{row['title']} ({row['owner']})",
         ]
         for row in board["results"]
     ]
-    lines.append(table(["rank", "#", "score", "real pass", "title (owner)"], rows, [0, 1, 2, 3]))
+    headers = ["rank", "#", "% of roofline", "real pass", "title (owner)"]
+    lines.append(table(headers, rows, [0, 1, 2, 3]))
     return "\n".join(lines)
 
 
@@ -267,9 +268,10 @@ def compare_table(comparison: dict[str, Any]) -> str:
         for sub in others:
             key = str(sub["id"])
             delta = entry["delta"].get(key)
+            sign = "+" if delta is not None and delta >= 0 else ""
             row += [
                 roofline_percent(entry["scores"].get(key)),
-                "–" if delta is None else f"{'+' if delta >= 0 else ''}{delta * 100:.2f} pt",
+                MISSING if delta is None else f"{sign}{significant(delta * 100)} pt",
             ]
         rows.append(row)
     lines = [

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from evaluator.figures import roofline_percent
 from evaluator.hardware import DTYPE_TO_PATH
 
 STATUS_COLOURS: dict[str, str] = {
@@ -37,6 +38,52 @@ def _layout(title: str, **extra: Any) -> dict[str, Any]:
         "margin": {"l": 70, "r": 20, "t": 50, "b": 60},
         "font": {"family": "system-ui, sans-serif", "size": 13},
         "legend": {"orientation": "h", "y": -0.2},
+        **extra,
+    }
+
+
+# Axis formats (d3-format, as Plotly reads them), the charts' side of evaluator/figures.py:
+# a roofline fraction reads as a percentage with up to three significant figures ("20%",
+# "0.05%"; "p" multiplies by 100), never "80µ"; rates and sizes carry SI prefixes and their
+# unit ("100TFLOP/s", never "10¹⁵" beside "100T"); hover labels keep three figures.
+FRACTION_TICKS = ".3~p"
+FRACTION_HOVER = ".3p"
+SI_TICKS = "~s"
+PLAIN_TICKS = "~r"
+
+
+def fraction_axis(title: str, **extra: Any) -> dict[str, Any]:
+    """An axis of roofline fractions (stored 0..1), labelled as % of the roofline."""
+    return {
+        "title": {"text": title},
+        "tickformat": FRACTION_TICKS,
+        "hoverformat": FRACTION_HOVER,
+        "rangemode": "tozero",
+        **extra,
+    }
+
+
+def rate_axis(title: str, unit: str, **extra: Any) -> dict[str, Any]:
+    """A logarithmic axis of a rate or size with SI-prefixed ticks that carry the unit
+    (``1PFLOP/s``, ``100TFLOP/s``); the margin grows to fit them."""
+    return {
+        "type": "log",
+        "title": {"text": title},
+        "tickformat": SI_TICKS,
+        "ticksuffix": unit,
+        "exponentformat": "SI",
+        "automargin": True,
+        **extra,
+    }
+
+
+def log_axis(title: str, **extra: Any) -> dict[str, Any]:
+    """A logarithmic axis of plain numbers (0.25, 10, 1000), never e-notation."""
+    return {
+        "type": "log",
+        "title": {"text": title},
+        "tickformat": PLAIN_TICKS,
+        "exponentformat": "none",
         **extra,
     }
 
@@ -117,20 +164,20 @@ def roofline_figure(
                 "x": [p["intensity"] for p in group],
                 "y": [p["flops_per_s"] for p in group],
                 "text": [
-                    f"{p['operator']} #{p['shape_id']}<br>fraction "
-                    f"{(p['roofline_fraction'] or 0):.3g}"
+                    f"{p['operator']} #{p['shape_id']}<br>"
+                    f"{roofline_percent(p['roofline_fraction'])} of roofline"
                     for p in group
                 ],
                 "marker": {"size": 9, "color": STATUS_COLOURS.get(status, "#0b5cad")},
-                "hovertemplate": "%{text}<br>AI %{x:.3g} FLOP/B<br>%{y:.3s}FLOP/s<extra></extra>",
+                "hovertemplate": "%{text}<br>AI %{x:.3r} FLOP/B<br>%{y:.3s}FLOP/s<extra></extra>",
             }
         )
     return {
         "data": data,
         "layout": _layout(
             f"Roofline on {hardware_name}",
-            xaxis={"type": "log", "title": {"text": "arithmetic intensity W/Q (FLOP/byte)"}},
-            yaxis={"type": "log", "title": {"text": "achieved FLOP/s"}},
+            xaxis=log_axis("arithmetic intensity W/Q (FLOP/byte)"),
+            yaxis=rate_axis("achieved", "FLOP/s"),
             height=480,
         ),
     }
@@ -153,7 +200,7 @@ def operator_bars_figure(
         "layout": _layout(
             "Operator scores against the board",
             barmode="group",
-            yaxis={"title": {"text": "operator score (roofline fraction)"}},
+            yaxis=fraction_axis("operator score (% of roofline)"),
             height=420,
         ),
     }
@@ -174,7 +221,7 @@ def distribution_figure(*, operator: str, scores: Sequence[float]) -> dict[str, 
         ],
         "layout": _layout(
             f"{operator}: operator score across published submissions",
-            yaxis={"title": {"text": "operator score"}},
+            yaxis=fraction_axis("operator score (% of roofline)"),
             height=380,
         ),
     }
@@ -192,13 +239,13 @@ def history_figure(*, points: Sequence[Mapping[str, Any]], title: str) -> dict[s
                 "x": [p["at"].isoformat() for p in points],
                 "y": [p["best"] for p in points],
                 "text": [p["title"] for p in points],
-                "hovertemplate": "%{text}<br>%{y:.3g}<extra></extra>",
+                "hovertemplate": f"%{{text}}<br>%{{y:{FRACTION_HOVER}}}<extra></extra>",
             }
         ],
         "layout": _layout(
             title,
             xaxis={"title": {"text": "published"}},
-            yaxis={"title": {"text": "best aggregate score"}},
+            yaxis=fraction_axis("best aggregate score (% of roofline)"),
             height=400,
         ),
     }

@@ -1,11 +1,27 @@
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 
 from accounts import views as accounts_views
 
 from .api.urls import urlpatterns as api_patterns
 
+# The admin's pages read "<page> · Atrex-Bench Portal admin" (templates/admin/base_site.html).
+admin.site.site_title = "Atrex-Bench Portal admin"
+admin.site.site_header = "Atrex-Bench Portal administration"
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico``, which browsers ask for on pages without a ``<link rel="icon">``
+    (the admin, JSON views): the static icon."""
+    response = HttpResponseRedirect(static("favicon.ico"))
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
+
+
 urlpatterns = [
+    path("favicon.ico", favicon, name="favicon"),
     path("", include("leaderboard.urls")),
     path("api/staff/", include("catalogue.urls")),
     path("submissions/", include("submissions.urls")),

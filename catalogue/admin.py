@@ -15,6 +15,7 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
+from atrex_site import admin_figures
 from evaluator.upstream import UpstreamFormatError, read_operator_zip
 
 from . import services
@@ -47,7 +48,8 @@ class HardwareProfileForm(forms.ModelForm):
 @admin.register(HardwareProfile)
 class HardwareProfileAdmin(admin.ModelAdmin):
     form = HardwareProfileForm
-    list_display = ["slug", "name", "device_kind", "hbm_bytes_per_s", "source", "enabled"]
+    list_display = ["slug", "name", "device_kind", "bandwidth", "source", "enabled"]
+    bandwidth = admin_figures.si("hbm_bytes_per_s", "B/s", "HBM bandwidth")
     list_filter = ["device_kind", "enabled"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
@@ -88,8 +90,11 @@ def _published(obj: Any) -> bool:
 class SuiteOperatorInline(admin.TabularInline):
     model = SuiteOperator
     extra = 0
-    fields = ["operator", "importance", "importance_raw", "enabled", "description", "uploaded"]
-    readonly_fields = ["operator", "importance_raw", "uploaded"]
+    fields = [
+        "operator", "importance", "published_importance", "enabled", "description", "uploaded",
+    ]  # fmt: skip
+    readonly_fields = ["operator", "published_importance", "uploaded"]
+    published_importance = admin_figures.sig("importance_raw", "importance as published")
     can_delete = False
 
     @admin.display(boolean=True, description="uploaded sources")
@@ -111,14 +116,17 @@ class ShapeInline(admin.TabularInline):
     fields = [
         "operator",
         "shape_id",
-        "weight",
+        "shape_weight",
         "visibility",
         "enabled",
         "smoke",
-        "q_read",
-        "q_write",
+        "read",
+        "written",
     ]
     readonly_fields = fields
+    shape_weight = admin_figures.sig("weight", "weight")
+    read = admin_figures.si("q_read", "B", "Q read")
+    written = admin_figures.si("q_write", "B", "Q written")
     show_change_link = True
     can_delete = False
 

@@ -175,16 +175,9 @@ def _worker_json(view: WorkerView) -> dict[str, Any]:
         "ceilings_status": node.ceilings_status,
         "copy_bytes_per_s": node.copy_bytes_per_s,
         "bf16_gemm_flops_per_s": node.bf16_gemm_flops_per_s,
-        "copy_gb_per_s": _significant(node.copy_bytes_per_s, 1e9),
-        "bf16_gemm_tflop_per_s": _significant(node.bf16_gemm_flops_per_s, 1e12),
         "ceilings_error": node.ceilings_error,
         "started_at": node.started_at.isoformat(),
         "last_heartbeat_at": node.last_heartbeat_at.isoformat(),
         "heartbeat_age_s": round(view.heartbeat_age_s, 1),
         "stopped_at": node.stopped_at.isoformat() if node.stopped_at else None,
     }
-
-
-def _significant(value: float | None, unit: float) -> float | None:
-    """``value / unit`` to four significant digits (CPU figures are tiny, GPU ones large)."""
-    return None if value is None else float(f"{value / unit:.4g}")

@@ -25,6 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from atrex_site.api import units
 from atrex_site.api.errors import ErrorSerializer, error_response
 from atrex_site.api.pagination import StandardPagination
 from catalogue import selectors as catalogue_selectors
@@ -114,29 +115,35 @@ class BoardRowSerializer(serializers.Serializer):
     kind = serializers.CharField(source="score.submission.kind")
     dsl = serializers.CharField(source="score.submission.dsl")
     baseline = serializers.BooleanField(source="score.submission.is_baseline")
-    aggregate = serializers.FloatField(source="score.aggregate")
+    aggregate = serializers.FloatField(source="score.aggregate", help_text=units.AGGREGATE)
     aggregate_ci = serializers.ListField(
         child=serializers.FloatField(allow_null=True),
         min_length=2,
         max_length=2,
-        help_text="95% interval [low, high] from the timing spread (null when unknown).",
+        help_text=units.AGGREGATE_CI,
     )
-    real_pass_rate = serializers.FloatField(source="score.real_pass_rate")
-    apparent_pass_rate = serializers.FloatField(source="score.apparent_pass_rate")
-    fallback_rate = serializers.FloatField(source="score.fallback_rate")
+    real_pass_rate = serializers.FloatField(
+        source="score.real_pass_rate", help_text=units.REAL_PASS_RATE
+    )
+    apparent_pass_rate = serializers.FloatField(
+        source="score.apparent_pass_rate", help_text=units.APPARENT_PASS_RATE
+    )
+    fallback_rate = serializers.FloatField(
+        source="score.fallback_rate", help_text=units.FALLBACK_RATE
+    )
     geomean_speedup_eager = serializers.FloatField(
-        source="score.geomean_speedup_eager", allow_null=True
+        source="score.geomean_speedup_eager", allow_null=True, help_text=units.SPEEDUP_EAGER
     )
     geomean_speedup_compile = serializers.FloatField(
         source="score.geomean_speedup_compile",
         allow_null=True,
         help_text="Geometric-mean speedup over the torch.compile baseline of this board "
-        "(null until one is published).",
+        "(null until one is published), a ratio.",
     )
     operator_scores = serializers.DictField(
         source="score.operator_scores",
         child=serializers.FloatField(),
-        help_text="Operator slug -> operator score (0..1 of the roofline, weighted).",
+        help_text="Operator slug -> operator score, a fraction of the roofline 0..1.",
     )
     operator_verdicts = serializers.DictField(
         source="score.operator_verdicts",
@@ -298,7 +305,7 @@ class ComparedSubmissionSerializer(serializers.Serializer):
     owner = serializers.CharField()
     status = serializers.CharField()
     is_baseline = serializers.BooleanField()
-    aggregate = serializers.FloatField(allow_null=True, help_text="fraction of the roofline")
+    aggregate = serializers.FloatField(allow_null=True, help_text=units.AGGREGATE)
 
 
 class ComparedOperatorSerializer(serializers.Serializer):

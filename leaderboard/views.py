@@ -24,9 +24,10 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from atrex_site import charts
-from atrex_site.csv_export import write_rows
+from atrex_site.csv_export import header_with_units, write_rows
 from catalogue import selectors as catalogue_selectors
 from catalogue.models import HardwareProfile, SuiteVersion
+from evaluator.figures import significant
 from evaluator.hardware import HardwareProfile as HardwareSpec
 from evaluator.roofline import t_sol_seconds
 from submissions.models import Score, ShapeResult, Submission
@@ -83,7 +84,7 @@ BOARD_COLUMNS: list[tuple[str, str, bool]] = [
     ("submission", "Submission", False),
     ("kind", "Kind", False),
     ("dsl", "DSL", False),
-    ("aggregate", "Score (95% interval)", True),
+    ("aggregate", "Score, % of roofline (95% interval)", True),
     ("real_pass_rate", "Real pass", True),
     ("apparent_pass_rate", "Apparent pass", True),
     ("fallback_rate", "Fallback", True),
@@ -193,7 +194,7 @@ def _board_context(request: HttpRequest, *, paginate: bool = True) -> dict[str, 
     op_columns = []
     for op in operators:
         column = _column(request, sort, f"op:{op.operator.slug}", op.operator.slug, True)
-        column.title = f"importance {op.importance:.3f}"
+        column.title = f"importance {significant(op.importance)}"
         op_columns.append(column)
     date_column = _column(request, sort, "date", "Date", True)
     labels = {column.key: column.label for column in [*columns, *op_columns, date_column]}
@@ -310,7 +311,7 @@ def board_download(request: HttpRequest, fmt: str) -> HttpResponse:
         response = JsonResponse(body, encoder=DjangoJSONEncoder)
         return _attachment(response, f"{stem}.json")
     response = HttpResponse(content_type="text/csv; charset=utf-8")
-    header = BOARD_FIELDS + [f"op:{slug}" for slug in slugs]
+    header = header_with_units(BOARD_FIELDS + [f"op:{slug}" for slug in slugs])
     write_rows(
         response,
         [header]

@@ -14,6 +14,8 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
+from atrex_site import admin_figures
+from evaluator import figures
 from evaluator.figures import duration_ms, roofline_percent
 
 from . import curation, selectors
@@ -231,5 +233,40 @@ class ShardAdmin(admin.ModelAdmin):
 
 @admin.register(Score)
 class ScoreAdmin(admin.ModelAdmin):
-    list_display = ["submission", "suite_version", "hardware", "aggregate", "published_at"]
+    """Read-only: a score is computed from a run and published by ``submissions.scores``;
+    the figures read as on the board (% of the roofline, three significant figures)."""
+
+    list_display = ["submission", "suite_version", "hardware", "aggregate_shown", "published_at"]
     list_filter = ["suite_version", "hardware"]
+    fields = [
+        "submission", "run", "suite_version", "hardware", "aggregate_shown", "interval",
+        "real_pass", "apparent_pass", "fallback", "speedup_eager", "speedup_compile",
+        "operator_figures", "published_at",
+    ]  # fmt: skip
+    readonly_fields = fields
+
+    aggregate_shown = admin_figures.roofline("aggregate", "score (% of roofline)")
+    real_pass = admin_figures.roofline("real_pass_rate", "real-kernel pass rate")
+    apparent_pass = admin_figures.roofline("apparent_pass_rate", "apparent pass rate")
+    fallback = admin_figures.roofline("fallback_rate", "fallback rate")
+    speedup_eager = admin_figures.speedup("geomean_speedup_eager", "speedup vs eager (geomean)")
+    speedup_compile = admin_figures.speedup(
+        "geomean_speedup_compile", "speedup vs torch.compile (geomean)"
+    )
+
+    @admin.display(description="95% interval")
+    def interval(self, obj: Score) -> str:
+        low, high = obj.aggregate_ci_low, obj.aggregate_ci_high
+        if low is None or high is None:
+            return figures.MISSING
+        return f"[{figures.percent(low)}, {figures.percent(high)}]"
+
+    @admin.display(description="operator scores (% of roofline)")
+    def operator_figures(self, obj: Score) -> str:
+        return ", ".join(f"{slug} {figures.percent(v)}" for slug, v in obj.operator_scores.items())
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False

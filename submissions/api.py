@@ -26,6 +26,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from atrex_site.api import units
 from atrex_site.api.errors import ErrorSerializer, ValidationErrorSerializer, error_response
 from atrex_site.api.pagination import StandardPagination
 from catalogue.models import HardwareProfile, SuiteVersion
@@ -55,15 +56,15 @@ class ProgressSerializer(serializers.Serializer):
 class ScoresSerializer(serializers.Serializer):
     """The ``scores`` block the evaluator's scoring writes (evaluator.scoring.summarize)."""
 
-    aggregate = serializers.FloatField()
+    aggregate = serializers.FloatField(help_text=units.AGGREGATE)
     aggregate_ci = serializers.ListField(
-        child=serializers.FloatField(), allow_null=True, help_text="95% interval [low, high]."
+        child=serializers.FloatField(), allow_null=True, help_text=units.AGGREGATE_CI
     )
-    apparent_pass_rate = serializers.FloatField(allow_null=True)
-    real_pass_rate = serializers.FloatField(allow_null=True)
-    fallback_rate = serializers.FloatField(allow_null=True)
-    geomean_speedup_eager = serializers.FloatField(allow_null=True)
-    fast_1 = serializers.FloatField(allow_null=True)
+    apparent_pass_rate = serializers.FloatField(allow_null=True, help_text=units.APPARENT_PASS_RATE)
+    real_pass_rate = serializers.FloatField(allow_null=True, help_text=units.REAL_PASS_RATE)
+    fallback_rate = serializers.FloatField(allow_null=True, help_text=units.FALLBACK_RATE)
+    geomean_speedup_eager = serializers.FloatField(allow_null=True, help_text=units.SPEEDUP_EAGER)
+    fast_1 = serializers.FloatField(allow_null=True, help_text=units.FAST_1)
     shapes_total = serializers.IntegerField(allow_null=True)
     shapes_passed = serializers.IntegerField(
         allow_null=True, help_text="Apparent pass count: shapes whose status is pass."
@@ -87,6 +88,10 @@ class OperatorResultSerializer(serializers.ModelSerializer):
             "operator", "status", "verdict", "score", "importance", "error", "warnings",
             "shapes_total", "apparent_passes", "real_passes", "wrong_shapes", "hold_codes",
         ]  # fmt: skip
+        extra_kwargs = {
+            "score": {"help_text": units.OPERATOR_SCORE},
+            "importance": {"help_text": units.IMPORTANCE},
+        }
 
 
 class ShapeResultSerializer(serializers.ModelSerializer):
@@ -97,6 +102,16 @@ class ShapeResultSerializer(serializers.ModelSerializer):
             "reference_time_ms", "t_sol_ms", "roofline_fraction", "speedup",
             "own_kernel_share", "max_abs_error", "error", "codes",
         ]  # fmt: skip
+        extra_kwargs = {
+            "weight": {"help_text": units.SHAPE_WEIGHT},
+            "time_ms": {"help_text": units.TIME_MS},
+            "time_spread_ms": {"help_text": units.TIME_SPREAD_MS},
+            "reference_time_ms": {"help_text": units.REFERENCE_TIME_MS},
+            "t_sol_ms": {"help_text": units.T_SOL_MS},
+            "roofline_fraction": {"help_text": units.ROOFLINE_FRACTION},
+            "speedup": {"help_text": units.SHAPE_SPEEDUP},
+            "own_kernel_share": {"help_text": units.OWN_KERNEL_SHARE},
+        }
 
 
 class StatusChangeSerializer(serializers.ModelSerializer):

@@ -12,6 +12,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from evaluator.figures import roofline_percent
+
 from .querysets import SubmissionQuerySet
 
 
@@ -368,4 +370,4 @@ class Score(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.submission_id}: {self.aggregate:.4f}"
+        return f"{self.submission_id}: {roofline_percent(self.aggregate)} of the roofline"

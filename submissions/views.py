@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agents import selectors as agent_selectors
 from atrex_site import charts
-from atrex_site.csv_export import write_rows
+from atrex_site.csv_export import header_with_units, write_rows
 from catalogue import selectors as catalogue_selectors
 
 from . import selectors, services
@@ -274,7 +274,8 @@ def submission_results_download(request: HttpRequest, pk: int, fmt: str) -> Http
         response: HttpResponse = JsonResponse(body)
     else:
         response = HttpResponse(content_type="text/csv; charset=utf-8")
-        write_rows(response, [RESULT_FIELDS, *([row[f] for f in RESULT_FIELDS] for row in rows)])
+        body = ([row[field] for field in RESULT_FIELDS] for row in rows)
+        write_rows(response, [header_with_units(RESULT_FIELDS), *body])
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 

@@ -66,6 +66,10 @@ RULES: dict[str, Rule] = {
     "leaderboard:history": PUBLIC_LIST,
     "leaderboard:suite-definition": Rule(status={r: {200} for r in ROLES}, args=("suite",)),
     "leaderboard:plotly-js": Rule(skip="a static file of the plotly package (no user data)"),
+    "leaderboard:about-scores": Rule(
+        skip="a fixed page: the release's figures scored by the scoring code (no user data)"
+    ),
+    "favicon": Rule(skip="a redirect to the static icon (no user data)"),
     # The submission's own routes.
     "submissions:new": Rule(status=LOGGED_IN),
     "submissions:mine": Rule(status=LOGGED_IN, shows_secret=frozenset({"owner"})),

@@ -1,5 +1,14 @@
-"""Number formatting for measured figures: significant digits, not fixed decimals, so that
-a CPU development score of 2e-5 reads as such instead of 0.0000."""
+"""Template filters for measured figures. Every filter goes through ``evaluator.figures``
+(the one place that decides how a number is written: three significant figures, never
+e-notation, a fraction of the roofline as a percentage), and joins a number to its unit
+with a no-break space so that ``1.71 µs`` never wraps between the two.
+
+    {{ score.aggregate|percent }}        4.87%       (a fraction 0..1: scores, pass rates)
+    {{ value|sig }} / {{ value|sig:4 }}  0.0000566   (a plain number)
+    {{ ratio|speedup }}                  10.3×
+    {{ result.time_ms|ms }}              1.71 µs     (a time stored in milliseconds)
+    {{ flops|si:"FLOP" }}                3.44 GFLOP  (a size or rate with an SI prefix)
+"""
 
 from __future__ import annotations
 
@@ -7,33 +16,41 @@ import math
 
 from django import template
 
+from evaluator import figures
+
 register = template.Library()
+
+NBSP = "\u00a0"
 
 
 @register.filter
-def sig(value, digits: int = 3) -> str:
-    """``value`` with ``digits`` significant digits; "—" for None or non-numbers."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "—"
-    if not math.isfinite(number):
-        return str(number)
-    if number == 0:
-        return "0"
-    if abs(number) < 1e-3 or abs(number) >= 1e6:
-        return f"{number:.{max(digits - 1, 0)}e}"
-    return f"{number:.{digits}g}"
+def sig(value, digits: int = figures.SIGNIFICANT) -> str:
+    """``value`` with ``digits`` significant figures, plain decimals; "—" when missing."""
+    return figures.significant(value, digits)
 
 
 @register.filter
 def percent(value) -> str:
-    """A rate in [0, 1] as a percentage with one decimal where it matters."""
-    try:
-        number = float(value) * 100
-    except (TypeError, ValueError):
-        return "—"
-    return f"{number:.0f}%" if number in (0, 100) or number >= 10 else f"{number:.1f}%"
+    """A fraction 0..1 (a score as a share of the roofline, a pass rate) as ``4.87%``."""
+    return figures.percent(value)
+
+
+@register.filter
+def speedup(value) -> str:
+    """A speed-up ratio as ``10.3×``; "—" when there is none."""
+    return figures.speedup(value)
+
+
+@register.filter
+def ms(value) -> str:
+    """A time stored in milliseconds, in the unit that reads best (``1.71 µs``)."""
+    return figures.duration_ms(value).replace(" ", NBSP)
+
+
+@register.filter
+def si(value, unit: str = "") -> str:
+    """A size or rate with an SI prefix (``{{ v|si:"B/s" }}`` -> ``4.80 TB/s``)."""
+    return figures.si(value, unit).replace(" ", NBSP).rstrip(NBSP)
 
 
 # Heat-map ends: a near-white and a dark blue. Text colour is picked per cell for contrast.

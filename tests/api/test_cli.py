@@ -93,7 +93,7 @@ def test_compare_prints_scores_and_deltas(cli, publish):
     lines = output.splitlines()
     assert lines[0].startswith(f"#{slow.pk} slow vs #{fast.pk} fast")
     rms = next(line for line in lines if line.startswith("rms_norm"))
-    assert rms.split()[1:] == ["20.0%", "30.0%", "+10.00", "pt"]
+    assert rms.split()[1:] == ["20.0%", "30.0%", "+10.0", "pt"]
     assert lines[-1].startswith("0 of ")
 
 
@@ -117,7 +117,7 @@ def test_status_wait_on_a_published_submission_prints_scores(cli, publish):
     submission = publish(fraction=0.3, title="fast kernels")
     code, output = cli("status", str(submission.pk), "--wait")
     assert code == 0, output
-    assert re.search(r"score \(of the roofline\)\s+30\.0%\n", output) and "rms_norm" in output
+    assert re.search(r"score \(% of roofline\)\s+30\.0%\n", output) and "rms_norm" in output
     total = submission.runs.get().shapes_total
     assert f"] {total}/{total} shapes  published" in output
     assert f"/submissions/{submission.pk}/" in output  # where to read it in a browser
@@ -130,10 +130,10 @@ def test_board_lists_published_rows(cli, publish):
     assert code == 0
     lines = output.splitlines()
     assert "2 submissions" in lines[0]
-    assert lines[1].split()[:4] == ["rank", "#", "score", "real"]
+    assert lines[1].split()[:6] == ["rank", "#", "%", "of", "roofline", "real"]
     assert "fast" in lines[2] and " 70.0% " in lines[2] and "slow" in lines[3]
     # Aligned: every figure column ends where its header ends.
-    header_end = lines[1].index("score") + len("score")
+    header_end = lines[1].index("% of roofline") + len("% of roofline")
     assert all(line[header_end - 1] == "%" for line in lines[2:])
     code, output = cli("board", "--suite", "atrex-bench-v0.1", "--hardware", "cpu-dev", "--json")
     body = json.loads(output)

@@ -16,6 +16,10 @@ def test_schema_generates_without_warnings_and_validates(tmp_path):
     text = out.read_text()
     assert "/api/leaderboard/" in text and "/api/tokens/" in text
     assert "/api/staff/" not in text  # the curation API is not public
+    # Scores are documented as fractions 0..1 (the pages show percentages).
+    words = " ".join(text.split())  # YAML wraps long descriptions
+    assert "mean of the operator scores, a fraction of the roofline 0..1" in words
+    assert "Fraction of the hardware roofline, 0..1" in words
 
 
 @pytest.mark.parametrize("page", ["/api/docs/", "/api/redoc/"])

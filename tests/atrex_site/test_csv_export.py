@@ -9,7 +9,7 @@ import io
 import pytest
 from django.urls import reverse
 
-from atrex_site.csv_export import spreadsheet_cell, write_rows
+from atrex_site.csv_export import header_with_units, spreadsheet_cell, write_rows
 from submissions.models import ShapeResult, Submission
 from tests.leaderboard.results_factory import publish_row
 
@@ -32,6 +32,16 @@ def test_write_rows_quotes_every_cell_header_included():
     assert list(csv.reader(io.StringIO(buffer.getvalue()))) == [["'=head", "n"], ["'@x", "-1.5"]]
 
 
+def test_the_header_gives_each_figure_its_unit():
+    assert header_with_units(["title", "aggregate", "op:rms_norm", "time_ms", "speedup"]) == [
+        "title",
+        "aggregate (roofline fraction 0-1)",
+        "op:rms_norm (roofline fraction 0-1)",
+        "time_ms",  # the name carries its unit already
+        "speedup (ratio)",
+    ]
+
+
 @pytest.mark.django_db
 def test_board_and_results_downloads_neutralise_a_formula_title(client, catalogue, user):
     row = publish_row(owner=user, suite=catalogue, title=FORMULA, fraction=0.3)
@@ -40,13 +50,17 @@ def test_board_and_results_downloads_neutralise_a_formula_title(client, catalogu
         reverse("leaderboard:board-download", args=["csv"]),
         {"suite": "atrex-bench-v0.1", "hardware": "cpu-dev"},
     )
-    titles = [r["title"] for r in csv.DictReader(io.StringIO(board.content.decode()))]
-    assert titles == ["'" + FORMULA]
+    records = list(csv.DictReader(io.StringIO(board.content.decode())))
+    assert [r["title"] for r in records] == ["'" + FORMULA]
+    # Full-precision fractions, with the unit in the header (pages show 30.0%).
+    assert float(records[0]["aggregate (roofline fraction 0-1)"]) == pytest.approx(0.3)
+    assert "real_pass_rate (share of shapes 0-1)" in records[0]
     Submission.objects.filter(pk=row.pk).update(visibility="public")
     client.force_login(user)
     results = client.get(reverse("submissions:results-download", args=[row.pk, "csv"]))
-    errors = {r["error"] for r in csv.DictReader(io.StringIO(results.content.decode()))}
-    assert errors == {"'-1 is not a size"}
+    shapes = list(csv.DictReader(io.StringIO(results.content.decode())))
+    assert {r["error"] for r in shapes} == {"'-1 is not a size"}
+    assert all(float(r["roofline_fraction (0-1)"]) == pytest.approx(0.3) for r in shapes)
     # The JSON downloads are data for programs and keep the text exactly.
     data = client.get(
         reverse("leaderboard:board-download", args=["json"]),
