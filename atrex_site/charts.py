@@ -227,7 +227,7 @@ def operator_score_strip_figure(
             }
         ],
         "layout": _layout(
-            f"{operator}: operator score of each ranked submission",
+            "Score of each ranked submission",
             xaxis={"title": {"text": "% of roofline"}, "rangemode": "tozero", "zeroline": True},
             yaxis={"visible": False, "range": [-1, 1], "fixedrange": True},
             height=220,

@@ -249,6 +249,27 @@ def _number(value: float) -> str:
     return power if mantissa == "1" else f"{mantissa}·{power}"
 
 
+def _is_exact(rule: dict[str, Any]) -> bool:
+    return not (
+        rule["rtol"] or rule["atol_scale"] or rule["atol_floor"] or rule["max_mismatch_share"]
+    )
+
+
+def _bound(rule: dict[str, Any]) -> str:
+    """The element bound of a value rule: |c - r| <= atol + rtol*|r| in words."""
+    rtol, atol_scale, floor = rule["rtol"], rule["atol_scale"], rule["atol_floor"]
+    if not atol_scale and not floor:
+        return f"|candidate − reference| ≤ rtol·|reference| with rtol = {_number(rtol)}"
+    if not atol_scale:
+        atol = f"atol = {_number(floor)}"
+    else:
+        atol = f"atol = {_number(atol_scale)}·max|reference| (never below {_number(floor)})"
+    return (
+        f"|candidate − reference| ≤ atol + rtol·|reference|, with rtol = {_number(rtol)} and "
+        + atol
+    )
+
+
 def describe_rule(rule: dict[str, Any]) -> list[str]:
     """Sentences stating one output leaf's rule (see ``base.CorrectnessPolicy``)."""
     if rule["kind"] == "exact":
@@ -268,15 +289,10 @@ def describe_rule(rule: dict[str, Any]) -> list[str]:
                 " error times the code."
             )
         return [text]
-    rtol, atol_scale, floor = rule["rtol"], rule["atol_scale"], rule["atol_floor"]
-    if rtol == 0 and atol_scale == 0 and floor == 0 and not rule["max_mismatch_share"]:
+    if _is_exact(rule):
         sentences = ["must equal the reference exactly (no tolerance)."]
     else:
-        sentences = [
-            "each element passes when |candidate − reference| ≤ atol + rtol·|reference|, "
-            f"with rtol = {_number(rtol)} and atol = {_number(atol_scale)}·max|reference| "
-            f"(never below {_number(floor)})."
-        ]
+        sentences = [f"each element passes when {_bound(rule)}."]
         share = rule["max_mismatch_share"]
         sentences.append(
             "Every element must pass."
@@ -286,9 +302,8 @@ def describe_rule(rule: dict[str, Any]) -> list[str]:
     if rule.get("tight"):
         tight = rule["tight"]
         sentences.append(
-            "It must also pass a tighter rule: rtol = "
-            f"{_number(tight['rtol'])}, atol = {_number(tight['atol_scale'])}·max|reference|, "
-            f"at most {tight['max_mismatch_share'] * 100:g}% of the elements outside it."
+            f"It must also pass a tighter rule, {_bound(tight)}, on all but at most "
+            f"{tight['max_mismatch_share'] * 100:g}% of the elements."
         )
     return sentences
 

@@ -4,6 +4,7 @@ history of the best score, the suite definition download, and plotly's JavaScrip
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
@@ -21,6 +22,8 @@ from django.http import (
     JsonResponse,
 )
 from django.shortcuts import render
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
 from atrex_site import charts
@@ -344,6 +347,23 @@ def _dtype_paths(shapes: list[Shape]) -> list[str]:
     return sorted({dtype for shape in shapes for dtype in (shape.w_flops or {})})
 
 
+_LIST_ITEM = re.compile(r"^(\s+|[*•-] |\d+[.)] )")
+_LITERAL = re.compile(r"``(.+?)``")
+_STRONG = re.compile(r"\*\*(.+?)\*\*")
+
+
+def _doc_paragraph(text: str) -> SafeString:
+    """One paragraph of a module docstring as HTML: its hard-wrapped lines joined (so that
+    it reflows on a phone) except before a list item or an indented line, ``literals`` as
+    code and **emphasis** as strong; everything else escaped."""
+    lines = text.split("\n")
+    html = escape(lines[0])
+    for line in lines[1:]:
+        html += ("<br>" if _LIST_ITEM.match(line) else " ") + escape(line.strip())
+    html = _STRONG.sub(r"<strong>\1</strong>", _LITERAL.sub(r"<code>\1</code>", html))
+    return mark_safe(html)  # noqa: S308 - escaped above, then only <code>/<strong> added
+
+
 @lru_cache(maxsize=64)
 def _reference_page(slug: str, harness_version: str) -> dict[str, Any] | None:
     """The highlighted reference of built-in operator ``slug``, per harness version (the
@@ -358,7 +378,9 @@ def _reference_page(slug: str, harness_version: str) -> dict[str, Any] | None:
         return {"title": item.title, "module": item.module, "html": highlight_python(item.text)}
 
     return {
-        "docstring": [part.strip() for part in source.docstring.split("\n\n") if part.strip()],
+        "docstring": [
+            _doc_paragraph(part.strip()) for part in source.docstring.split("\n\n") if part.strip()
+        ],
         "reference": block(source.reference),
         "inputs": block(source.inputs),
         "helpers": [block(item) for item in source.helpers],
@@ -393,9 +415,25 @@ def _leaf_rules(facts: dict[str, Any] | None) -> list[dict[str, Any]]:
     ]
 
 
-def _arguments(kwargs: dict[str, Any] | None) -> list[str]:
-    """``name=value`` per argument, each value as the suite file writes it (JSON)."""
-    return [f"{name}={json.dumps(value)}" for name, value in sorted((kwargs or {}).items())]
+# An argument written longer than this is shown abbreviated, the whole value one click away.
+ARGUMENT_SHOWN_CHARS = 60
+
+
+def _arguments(kwargs: dict[str, Any] | None) -> list[dict[str, str | None]]:
+    """Per argument, ``text`` ("name=value", each value as the suite file writes it, JSON)
+    and, for a long list, ``full``: ``text`` is then the first values, the count and sum."""
+    found: list[dict[str, str | None]] = []
+    for name, value in sorted((kwargs or {}).items()):
+        written = json.dumps(value)
+        if len(written) <= ARGUMENT_SHOWN_CHARS or not isinstance(value, list):
+            found.append({"text": f"{name}={written}", "full": None})
+            continue
+        head = ", ".join(json.dumps(item) for item in value[:3])
+        summary = f"{len(value)} values"
+        if all(isinstance(item, int) for item in value):
+            summary += f", sum {sum(value)}"
+        found.append({"text": f"{name}=[{head}, …] ({summary})", "full": f"{name}={written}"})
+    return found
 
 
 def _best_per_shape(ranked: list[Score], slug: str) -> dict[str, ShapeResult]:
@@ -466,6 +504,7 @@ def operator_detail(request: HttpRequest, slug: str) -> HttpResponse:
                 "flops": flops,
                 "bytes": moved,
                 "intensity": flops / moved if moved else None,
+                "intensity_text": figures.significant(flops / moved) if moved else figures.MISSING,
                 "t_sol_ms": t_sol_ms,
                 "t_sol": figures.duration_ms(t_sol_ms),
                 "best": best.get(shape.shape_id),

@@ -83,3 +83,26 @@ def test_rules_in_words():
     assert "at most 1 grid step(s)" in fp8[0] and "0.1% of the codes" in fp8[0]
     assert "The scales (scales) are checked first" in fp8[0]
     assert reference_docs.describe_rule({"kind": "exact"})[0].startswith("must equal")
+    scales = reference_docs.describe_rule(
+        {
+            "kind": "values",
+            "rtol": 2.0**-7,
+            "atol_scale": 0.0,
+            "atol_floor": 0.0,
+            "max_mismatch_share": 0.0,
+            "tight": {
+                "kind": "values",
+                "rtol": 1e-6,
+                "atol_scale": 0.0,
+                "atol_floor": 0.0,
+                "max_mismatch_share": 0.01,
+            },
+        }
+    )
+    assert scales[0] == (
+        "each element passes when |candidate − reference| ≤ rtol·|reference| with rtol = 2^-7."
+    )
+    assert scales[2] == (
+        "It must also pass a tighter rule, |candidate − reference| ≤ rtol·|reference| with "
+        "rtol = 10^-6, on all but at most 1% of the elements."
+    )

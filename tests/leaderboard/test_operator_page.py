@@ -266,3 +266,22 @@ def test_no_operator_reference_shows_a_hidden_variant():
         for item in telling:
             assert item not in text, f"{slug} shows a hidden variant: {item}"
         assert page["facts"]["validation_variants"] is True
+
+
+def test_documentation_paragraphs_reflow_and_stay_escaped():
+    from leaderboard.views import _doc_paragraph
+
+    text = "``x`` is <b>bold</b>? **no**: a\nwrapped line\n* an item\n    indented"
+    assert str(_doc_paragraph(text)) == (
+        "<code>x</code> is &lt;b&gt;bold&lt;/b&gt;? <strong>no</strong>: a wrapped line"
+        "<br>* an item<br>indented"
+    )
+
+
+def test_a_long_argument_is_abbreviated_with_its_whole_value_one_click_away():
+    from leaderboard.views import _arguments
+
+    plain, abbreviated = _arguments({"seq_lens": list(range(1, 301)), "block_size": 16})
+    assert plain == {"text": "block_size=16", "full": None}
+    assert abbreviated["text"] == "seq_lens=[1, 2, 3, …] (300 values, sum 45150)"
+    assert abbreviated["full"] == "seq_lens=" + json.dumps(list(range(1, 301)))
