@@ -152,9 +152,10 @@ def _closure(module: str, roots: list[ast.AST], skip: set[str]) -> list[SourceBl
                     continue
                 seen.add((found[0], name))
                 home, node = found
-                text = _module(home)
-                assert text is not None  # _resolve only returns loaded modules
-                blocks.append(SourceBlock(name, home, _segment(text[0], node)))
+                loaded = _module(home)
+                if loaded is None:  # _resolve returns loaded modules only
+                    continue
+                blocks.append(SourceBlock(name, home, _segment(loaded[0], node)))
                 next_frontier.append((home, sorted(_names_used(node) - {name})))
         frontier = next_frontier
     return blocks
@@ -190,10 +191,9 @@ def is_builtin(slug: str) -> bool:
 @cache
 def reference_source(slug: str) -> ReferenceSource | None:
     """The parts of operator ``slug``'s module; None for an operator without one."""
-    if not is_builtin(slug):
+    loaded = _module(slug) if is_builtin(slug) else None
+    if loaded is None:
         return None
-    loaded = _module(slug)
-    assert loaded is not None
     text, tree = loaded
     definitions = _definitions(tree)
     model = definitions.get("Model")

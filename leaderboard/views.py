@@ -436,21 +436,37 @@ def _arguments(kwargs: dict[str, Any] | None) -> list[dict[str, str | None]]:
     return found
 
 
-def _best_per_shape(ranked: list[Score], slug: str) -> dict[str, ShapeResult]:
+@dataclass(frozen=True)
+class BestResult:
+    """The best passing result of one shape among the ranked rows."""
+
+    roofline_fraction: float
+    submission_id: int
+    title: str
+
+
+def _best_per_shape(ranked: list[Score], slug: str) -> dict[str, BestResult]:
     """Shape id -> the best passing result among the ranked rows (ties: the better-ranked
-    submission, as ``ranked`` is in ranking order)."""
+    submission, as ``ranked`` is in ranking order). Reads the five columns it needs only
+    (no run or submission row, none of their JSON)."""
     order = {row.run_id: index for index, row in enumerate(ranked)}
     results = sorted(
-        ShapeResult.objects.filter(
-            run_id__in=list(order), operator=slug, status="pass"
-        ).select_related("run__submission"),
-        key=lambda result: order[result.run_id],
+        ShapeResult.objects.filter(run_id__in=list(order), operator=slug, status="pass")
+        .order_by()
+        .values_list(
+            "shape_id",
+            "roofline_fraction",
+            "run_id",
+            "run__submission_id",
+            "run__submission__title",
+        ),
+        key=lambda result: order[result[2]],
     )
-    best: dict[str, ShapeResult] = {}
-    for result in results:
-        current = best.get(result.shape_id)
-        if current is None or (result.roofline_fraction or 0) > (current.roofline_fraction or 0):
-            best[result.shape_id] = result
+    best: dict[str, BestResult] = {}
+    for shape_id, fraction, _, submission_id, title in results:
+        current = best.get(shape_id)
+        if current is None or (fraction or 0) > current.roofline_fraction:
+            best[shape_id] = BestResult(fraction or 0.0, submission_id, title)
     return best
 
 
