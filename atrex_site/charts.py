@@ -249,3 +249,35 @@ def history_figure(*, points: Sequence[Mapping[str, Any]], title: str) -> dict[s
             height=400,
         ),
     }
+
+
+def operator_score_strip_figure(
+    *, operator: str, points: Sequence[tuple[str, int | None, float]]
+) -> dict[str, Any]:
+    """One operator's score (% of roofline) across the board's ranked submissions: a dot per
+    submission on one horizontal axis, labelled with its board rank and title on hover.
+    ``points`` are (title, board rank, operator score as a fraction) in ranking order."""
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": operator,
+                "x": [100 * score for _, _, score in points],
+                "y": [0 for _ in points],
+                "text": [
+                    f"{'#' + str(rank) if rank is not None else 'unranked'} {title}"
+                    for title, rank, _ in points
+                ],
+                "hovertemplate": "%{text}<br>%{x:.3~r}% of roofline<extra></extra>",
+                "marker": {"size": 12, "opacity": 0.75, "color": "#0b3d7a"},
+            }
+        ],
+        "layout": _layout(
+            "Score of each ranked submission",
+            xaxis={"title": {"text": "% of roofline"}, "rangemode": "tozero", "zeroline": True},
+            yaxis={"visible": False, "range": [-1, 1], "fixedrange": True},
+            height=220,
+            margin={"l": 30, "r": 20, "t": 50, "b": 60},
+        ),
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import QuerySet
 
-from .models import HardwareProfile, SuiteOperator, SuiteVersion
+from .models import HardwareProfile, Shape, SuiteOperator, SuiteVersion
 
 
 def suite_versions_published() -> QuerySet[SuiteVersion]:
@@ -48,3 +48,28 @@ def hardware_pick(*, slug: str | None) -> HardwareProfile | None:
     if not slug:
         return hardware_default()
     return HardwareProfile.objects.filter(slug=slug, enabled=True).first()
+
+
+def _shape_id_order(shape: Shape) -> tuple[int, str]:
+    return (int(shape.shape_id), "") if shape.shape_id.isdigit() else (1 << 62, shape.shape_id)
+
+
+def operator_public_shapes(*, suite: SuiteVersion, operator: str, smoke: bool) -> list[Shape]:
+    """The public, enabled shapes of ``operator`` in ``suite`` of one shape set (``smoke``:
+    the CPU set), in shape-id order ("2" before "10"). Hidden shapes are scored but never
+    listed; when the set has none, the other set's public shapes."""
+    rows = list(
+        Shape.objects.filter(
+            suite_version=suite,
+            operator__slug=operator,
+            visibility=Shape.Visibility.PUBLIC,
+            enabled=True,
+        )
+    )
+    chosen = [row for row in rows if row.smoke == smoke] or rows
+    return sorted(chosen, key=_shape_id_order)
+
+
+def suite_operator(*, suite: SuiteVersion, operator: str) -> SuiteOperator | None:
+    """The suite's entry for ``operator`` (importance, description, uploaded sources)."""
+    return suite.suite_operators.select_related("operator").filter(operator__slug=operator).first()

@@ -4,9 +4,10 @@ history of the best score, the suite definition download, and plotly's JavaScrip
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import date
-from functools import cache
+from functools import cache, lru_cache
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,16 @@ from django.http import (
     JsonResponse,
 )
 from django.shortcuts import render
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
 from atrex_site import charts
 from atrex_site.csv_export import header_with_units, write_rows
+from atrex_site.highlight import highlight_python
 from catalogue import selectors as catalogue_selectors
-from catalogue.models import HardwareProfile, SuiteVersion
+from catalogue.models import HardwareProfile, Shape, SuiteVersion
+from evaluator import HARNESS_VERSION, figures, reference_docs
 from evaluator.figures import significant
 from evaluator.hardware import HardwareProfile as HardwareSpec
 from evaluator.roofline import t_sol_seconds
@@ -338,9 +343,139 @@ def _hardware_spec(hardware: HardwareProfile) -> HardwareSpec:
     )
 
 
+def _dtype_paths(shapes: list[Shape]) -> list[str]:
+    """The W dtypes of ``shapes`` (which roofline path each FLOP is counted on)."""
+    return sorted({dtype for shape in shapes for dtype in (shape.w_flops or {})})
+
+
+_LIST_ITEM = re.compile(r"^(\s+|[*•-] |\d+[.)] )")
+_LITERAL = re.compile(r"``(.+?)``")
+_STRONG = re.compile(r"\*\*(.+?)\*\*")
+
+
+def _doc_paragraph(text: str) -> SafeString:
+    """One paragraph of a module docstring as HTML: its hard-wrapped lines joined (so that
+    it reflows on a phone) except before a list item or an indented line, ``literals`` as
+    code and **emphasis** as strong; everything else escaped."""
+    lines = text.split("\n")
+    html = escape(lines[0])
+    for line in lines[1:]:
+        html += ("<br>" if _LIST_ITEM.match(line) else " ") + escape(line.strip())
+    html = _STRONG.sub(r"<strong>\1</strong>", _LITERAL.sub(r"<code>\1</code>", html))
+    return mark_safe(html)  # noqa: S308 - escaped above, then only <code>/<strong> added
+
+
+@lru_cache(maxsize=64)
+def _reference_page(slug: str, harness_version: str) -> dict[str, Any] | None:
+    """The highlighted reference of built-in operator ``slug``, per harness version (the
+    source is static for one version: highlighted once per process)."""
+    source = reference_docs.reference_source(slug)
+    if source is None:
+        return None
+
+    def block(item: reference_docs.SourceBlock | None) -> dict[str, Any] | None:
+        if item is None:
+            return None
+        return {"title": item.title, "module": item.module, "html": highlight_python(item.text)}
+
+    return {
+        "docstring": [
+            _doc_paragraph(part.strip()) for part in source.docstring.split("\n\n") if part.strip()
+        ],
+        "reference": block(source.reference),
+        "inputs": block(source.inputs),
+        "helpers": [block(item) for item in source.helpers],
+        "policy": [block(item) for item in source.policy],
+        "checker_notes": source.checker_notes,
+        "module": highlight_python(source.module_text),
+        "facts": reference_docs.operator_facts(slug),
+        "harness_version": harness_version,
+    }
+
+
+def _uploaded_reference(sources: dict[str, str]) -> dict[str, Any]:
+    """An operator the evaluator does not implement: its uploaded reference.py and input.py."""
+    return {
+        name: highlight_python(text)
+        for name, text in sorted(sources.items())
+        if name in {"reference.py", "input.py"} and isinstance(text, str)
+    }
+
+
+def _leaf_rules(facts: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Each output leaf with its dtypes and its rule in words."""
+    if not facts:
+        return []
+    return [
+        {
+            "name": name,
+            "dtypes": dtypes,
+            "rule": reference_docs.describe_rule(facts["rules"][name]),
+        }
+        for name, dtypes in facts["outputs"].items()
+    ]
+
+
+# An argument written longer than this is shown abbreviated, the whole value one click away.
+ARGUMENT_SHOWN_CHARS = 60
+
+
+def _arguments(kwargs: dict[str, Any] | None) -> list[dict[str, str | None]]:
+    """Per argument, ``text`` ("name=value", each value as the suite file writes it, JSON)
+    and, for a long list, ``full``: ``text`` is then the first values, the count and sum."""
+    found: list[dict[str, str | None]] = []
+    for name, value in sorted((kwargs or {}).items()):
+        written = json.dumps(value)
+        if len(written) <= ARGUMENT_SHOWN_CHARS or not isinstance(value, list):
+            found.append({"text": f"{name}={written}", "full": None})
+            continue
+        head = ", ".join(json.dumps(item) for item in value[:3])
+        summary = f"{len(value)} values"
+        if all(isinstance(item, int) for item in value):
+            summary += f", sum {sum(value)}"
+        found.append({"text": f"{name}=[{head}, …] ({summary})", "full": f"{name}={written}"})
+    return found
+
+
+@dataclass(frozen=True)
+class BestResult:
+    """The best passing result of one shape among the ranked rows."""
+
+    roofline_fraction: float
+    submission_id: int
+    title: str
+
+
+def _best_per_shape(ranked: list[Score], slug: str) -> dict[str, BestResult]:
+    """Shape id -> the best passing result among the ranked rows (ties: the better-ranked
+    submission, as ``ranked`` is in ranking order). Reads the five columns it needs only
+    (no run or submission row, none of their JSON)."""
+    order = {row.run_id: index for index, row in enumerate(ranked)}
+    results = sorted(
+        ShapeResult.objects.filter(run_id__in=list(order), operator=slug, status="pass")
+        .order_by()
+        .values_list(
+            "shape_id",
+            "roofline_fraction",
+            "run_id",
+            "run__submission_id",
+            "run__submission__title",
+        ),
+        key=lambda result: order[result[2]],
+    )
+    best: dict[str, BestResult] = {}
+    for shape_id, fraction, _, submission_id, title in results:
+        current = best.get(shape_id)
+        if current is None or (fraction or 0) > current.roofline_fraction:
+            best[shape_id] = BestResult(fraction or 0.0, submission_id, title)
+    return best
+
+
 def operator_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    """What an operator computes, its public shapes (weight, W/Q, T_sol on the chosen
-    hardware), the best result per shape and the spread of its score across submissions."""
+    """What an operator computes (its module's documentation and reference source), the
+    dtypes and correctness rules it is judged by, its public shapes (arguments, weight, W/Q,
+    T_sol on the chosen hardware) with the best result per shape, and its score across the
+    board's ranked submissions. Ranks and rows come from the board's own selectors."""
     suite, hardware = _suite_and_hardware(request)
     if suite is None or hardware is None:
         raise Http404("No suite or hardware.")
@@ -349,31 +484,24 @@ def operator_detail(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404(f"{slug} is not in {suite.slug}.")
     spec = _hardware_spec(hardware)
     rows = list(selectors.leaderboard_rows(suite=suite, hardware=hardware))
+    ranks = selectors.rank_rows(rows)
     ranked = [row for row in rows if not row.submission.is_baseline]
-    # Hidden shapes are scored but never shown; the public page lists public shapes only.
-    shapes = [
-        shape
-        for shape in suite.definition["shapes"]
-        if shape["operator"] == slug and shape.get("visibility", "public") == "public"
-    ]
-    smoke_only = hardware.device_kind == HardwareProfile.DeviceKind.CPU
-    shapes = [shape for shape in shapes if bool(shape.get("smoke")) == smoke_only] or shapes
-    best: dict[str, ShapeResult] = {}
-    results = ShapeResult.objects.filter(
-        run_id__in=[row.run_id for row in rows], operator=slug, status="pass"
-    ).select_related("run__submission")
-    for result in results:
-        current = best.get(result.shape_id)
-        if current is None or (result.roofline_fraction or 0) > (current.roofline_fraction or 0):
-            best[result.shape_id] = result
+    baselines = [row for row in rows if row.submission.is_baseline]
+    shapes = catalogue_selectors.operator_public_shapes(
+        suite=suite,
+        operator=slug,
+        smoke=hardware.device_kind == HardwareProfile.DeviceKind.CPU,
+    )
+    best = _best_per_shape(ranked, slug)
     table = []
     for shape in shapes:
-        flops, moved = charts.shape_work(shape)
+        moved = shape.q_read + shape.q_write
+        flops = float(sum((shape.w_flops or {}).values()))
         try:
             t_sol_ms = 1e3 * t_sol_seconds(
-                w_flops=shape.get("w_flops") or {},
-                q_read=shape["q_read"],
-                q_write=shape["q_write"],
+                w_flops=shape.w_flops or {},
+                q_read=shape.q_read,
+                q_write=shape.q_write,
                 hardware=spec,
             )
         except Exception:  # noqa: BLE001 - a path this profile lacks: shown as unknown
@@ -381,24 +509,63 @@ def operator_detail(request: HttpRequest, slug: str) -> HttpResponse:
         table.append(
             {
                 "shape": shape,
+                "weight": figures.significant(shape.weight),
+                "init_args": _arguments(shape.init_kwargs),
+                "input_args": _arguments(shape.input_kwargs),
+                "work": [
+                    (dtype, figures.si(value, "FLOP"))
+                    for dtype, value in sorted((shape.w_flops or {}).items())
+                ],
+                "q_read": figures.si(shape.q_read, "B"),
+                "q_write": figures.si(shape.q_write, "B"),
                 "flops": flops,
                 "bytes": moved,
                 "intensity": flops / moved if moved else None,
+                "intensity_text": figures.significant(flops / moved) if moved else figures.MISSING,
                 "t_sol_ms": t_sol_ms,
-                "best": best.get(str(shape["shape_id"])),
+                "t_sol": figures.duration_ms(t_sol_ms),
+                "best": best.get(shape.shape_id),
             }
         )
-    scores = [row.operator_scores.get(slug, 0.0) for row in ranked]
+    distribution = [
+        {
+            "submission": row.submission,
+            "rank": ranks.get(row.pk, (None, False))[0],
+            "tied": ranks.get(row.pk, (None, False))[1],
+            "score": row.operator_scores.get(slug, 0.0),
+        }
+        for row in ranked
+    ]
+    suite_operator = catalogue_selectors.suite_operator(suite=suite, operator=slug)
+    reference = _reference_page(slug, HARNESS_VERSION)
     context = {
         "suite": suite,
         "hardware": hardware,
         "operator": entry,
         "shapes": table,
-        "scores": sorted(
-            ((row.submission, row.operator_scores.get(slug, 0.0)) for row in ranked),
-            key=lambda pair: -pair[1],
+        "dtype_paths": _dtype_paths(shapes),
+        "reference": reference,
+        "uploaded": (
+            _uploaded_reference(suite_operator.sources)
+            if reference is None and suite_operator is not None and suite_operator.sources
+            else {}
         ),
-        "chart": charts.distribution_figure(operator=slug, scores=scores) if scores else None,
+        "leaves": _leaf_rules(reference["facts"] if reference else None),
+        "distribution": distribution,
+        "baselines": [
+            {"submission": row.submission, "score": row.operator_scores.get(slug, 0.0)}
+            for row in baselines
+        ],
+        "chart": (
+            charts.operator_score_strip_figure(
+                operator=slug,
+                points=[
+                    (item["submission"].title, item["rank"], item["score"]) for item in distribution
+                ],
+            )
+            if distribution
+            else None
+        ),
     }
     return render(request, "leaderboard/operator.html", context)
 

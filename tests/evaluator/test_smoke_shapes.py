@@ -13,7 +13,9 @@ from collections.abc import Mapping
 import pytest
 import torch
 
+from evaluator import reference_docs
 from evaluator.operators import get_operator
+from evaluator.operators._variants import variants_for
 from evaluator.suite import load_suite
 
 SUITE = load_suite("atrex-bench-v1")
@@ -45,9 +47,14 @@ def test_reference_runs_on_every_smoke_shape_on_cpu(operator):
     shapes = SUITE.shapes_for(operator, "smoke")
     assert 2 <= len(shapes) <= 3
     started = time.perf_counter()
+    # What the operator page states (evaluator/operators/facts.json) is what runs here.
+    seen: dict[str, dict[str, set[str]]] = {"inputs": {}, "outputs": {}}
+    rules: dict[str, dict] = {}
     for seed, shape in enumerate(shapes):
         where = f"{operator}/{shape.shape_id}"
         inputs = spec.make_inputs(device=CPU, seed=seed, **shape.input_kwargs)
+        for name, tensor in inputs.items():
+            seen["inputs"].setdefault(name, set()).add(str(tensor.dtype).removeprefix("torch."))
         size = sum(t.numel() * t.element_size() for t in inputs.values())
         assert size < SMOKE_INPUT_LIMIT_BYTES, f"{where}: {size} bytes of inputs"
         assert shape.q_read < SMOKE_INPUT_LIMIT_BYTES, where
@@ -56,6 +63,10 @@ def test_reference_runs_on_every_smoke_shape_on_cpu(operator):
         assert leaves, where
         for name, tensor in leaves:
             assert type(tensor) is torch.Tensor, f"{where}: {name} is {type(tensor).__name__}"
+            seen["outputs"].setdefault(name, set()).add(str(tensor.dtype).removeprefix("torch."))
+            rules[name] = reference_docs.rule_facts(
+                spec.policy.rule_for(name, tensor.dtype), tensor.dtype
+            )
             assert tensor.device == CPU and tensor.numel() > 0, f"{where}: {name}"
             if not tensor.is_floating_point():
                 continue
@@ -68,6 +79,15 @@ def test_reference_runs_on_every_smoke_shape_on_cpu(operator):
                 assert torch.isfinite(values).all(), f"{where}: {name} not finite"
     elapsed = time.perf_counter() - started
     print(f"\n{operator:<30} {len(shapes)} smoke shapes, reference on cpu {elapsed:.3f} s")
+    stale = "evaluator/operators/facts.json is stale: python -m evaluator.reference_docs --write"
+    facts = reference_docs.operator_facts(operator)
+    assert facts is not None, stale
+    for key in ("inputs", "outputs"):
+        assert facts[key] == {name: sorted(d) for name, d in seen[key].items()}, stale
+    assert facts["rules"] == rules, stale
+    assert facts["trials"] == spec.policy.trials, stale
+    assert facts["check_dtype"] == spec.policy.check_dtype, stale
+    assert facts["validation_variants"] == bool(variants_for(operator)), stale
 
 
 @pytest.mark.parametrize("operator", SUITE.operator_slugs())
