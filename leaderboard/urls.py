@@ -2,7 +2,7 @@ from django.urls import path
 
 from atrex_site.page_cache import cached_for_anonymous
 
-from . import views
+from . import compare_views, views
 
 app_name = "leaderboard"
 
@@ -13,6 +13,7 @@ urlpatterns = [
     ),
     path("operators/<slug:slug>/", cached_for_anonymous(views.operator_detail), name="operator"),
     path("history/", cached_for_anonymous(views.history), name="history"),
+    path("compare/", compare_views.compare, name="compare"),
     path("suites/<str:slug>/definition.json", views.suite_definition, name="suite-definition"),
     path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
 ]

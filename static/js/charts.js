@@ -9,6 +9,13 @@
       var target = document.getElementById(node.id.replace(/-figure$/, "-chart"));
       if (!target) { return; }
       var figure = JSON.parse(node.textContent);
+      if (figure.message) {  // nothing to draw: say so instead of empty axes
+        var note = document.createElement("p");
+        note.className = "chart-empty";
+        note.textContent = figure.message;
+        target.replaceChildren(note);
+        return;
+      }
       Plotly.newPlot(target, figure.data, figure.layout, { responsive: true, displaylogo: false });
     });
   }
