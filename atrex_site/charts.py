@@ -36,7 +36,7 @@ PATH_LABELS: dict[str, str] = {
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
     return {
-        "title": {"text": title},
+        "title": {"text": title, "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 12}},
         "margin": {"l": 70, "r": 20, "t": 50, "b": 60},
         "font": {"family": "system-ui, sans-serif", "size": 13},
         "legend": {"orientation": "h", "y": -0.2},
@@ -75,6 +75,7 @@ def _log_axis(title: str, values: Iterable[float], label, *, include: float | No
     return {
         "type": "log",
         "title": {"text": title},
+        "automargin": True,
         "range": [math.log10(low), math.log10(high)],
         **_log_ticks(low, high, label),
     }
@@ -207,7 +208,28 @@ def roofline_figure(
 
 def _bar_height(operators: int, series: int) -> int:
     """Pixels for a horizontal bar chart: every operator row stays readable."""
-    return BAR_CHROME_PX + operators * max(BAR_ROW_MIN_PX, BAR_ROW_PX * series + 8)
+    return BAR_CHROME_PX + 22 * series + operators * max(BAR_ROW_MIN_PX, BAR_ROW_PX * series + 8)
+
+
+def _bar_layout(title: str, *, operators: int, series: int, order: list[str], **extra):
+    """A horizontal bar chart's layout: the title at the top, the legend (one line a series)
+    under it, the operators down the side in ``order`` (bottom to top)."""
+    return _layout(
+        title,
+        barmode="group",
+        height=_bar_height(operators, series),
+        margin={"l": 190, "r": 20, "t": 50 + 22 * series, "b": 60},
+        legend={
+            "orientation": "h",
+            "y": 1.0,
+            "yanchor": "bottom",
+            "x": 0,
+            "xanchor": "left",
+            "traceorder": "reversed",
+        },
+        yaxis={"categoryorder": "array", "categoryarray": order, "automargin": True},
+        **extra,
+    )
 
 
 def _horizontal_bars(
@@ -216,15 +238,19 @@ def _horizontal_bars(
     series: Sequence[tuple[str, Mapping[str, float | None]]],
     label,
     sort_by: Mapping[str, float | None],
+    missing: str,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Bars (one trace per series) over operators sorted by ``sort_by``, highest at the
     top; operators no series has a value for sit at the bottom, labelled so."""
     valued = {op for op in operators if any(values.get(op) is not None for _, values in series)}
+    # Operators no series has a value for are labelled with ``missing`` and sit at the bottom.
     order = sorted(
         operators,
         key=lambda op: (op in valued, sort_by.get(op) if sort_by.get(op) is not None else -1.0),
     )
-    names = {op: op if op in valued else f"{op} (none)" for op in order}
+    names = {op: op if op in valued else f"{op} ({missing})" for op in order}
+    # Traces in reverse, legend reversed back: the first series is the top bar of each
+    # operator's group and the first in the legend.
     data = [
         {
             "type": "bar",
@@ -236,7 +262,7 @@ def _horizontal_bars(
             "hovertemplate": "%{y}: %{text}<extra>" + name + "</extra>",
             "textposition": "none",
         }
-        for name, values in series
+        for name, values in reversed(series)
     ]
     return data, [names[op] for op in order]
 
@@ -252,19 +278,21 @@ def operator_speedup_figure(
     over ``reference`` (its time over theirs), on a log axis with a line at 1×. The height
     grows with the number of operators so that 30 stay readable."""
     data, order = _horizontal_bars(
-        operators=operators, series=series, label=_speedup_label, sort_by=series[0][1]
+        operators=operators,
+        series=series,
+        label=_speedup_label,
+        sort_by=series[0][1],
+        missing="not timed",
     )
     values = [value for _, by_op in series for value in by_op.values() if value]
     return {
         "data": data,
-        "layout": _layout(
+        "layout": _bar_layout(
             title,
-            barmode="group",
-            height=_bar_height(len(order), len(series)),
-            margin={"l": 190, "r": 20, "t": 50, "b": 60},
-            legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
+            operators=len(order),
+            series=len(series),
+            order=order,
             xaxis=_log_axis(f"speed-up over {reference}", values, _speedup_label, include=1.0),
-            yaxis={"categoryorder": "array", "categoryarray": order, "automargin": True},
             shapes=[
                 {
                     "type": "line",
@@ -275,18 +303,6 @@ def operator_speedup_figure(
                     "y0": 0,
                     "y1": 1,
                     "line": {"color": "#4a5561", "width": 1.5, "dash": "dash"},
-                }
-            ],
-            annotations=[
-                {
-                    "x": 0,
-                    "xref": "x",
-                    "y": 1,
-                    "yref": "paper",
-                    "yanchor": "bottom",
-                    "text": f"1× = {reference}",
-                    "showarrow": False,
-                    "font": {"size": 11, "color": "#4a5561"},
                 }
             ],
         ),
@@ -300,25 +316,28 @@ def operator_scores_figure(
     title: str,
 ) -> dict[str, Any]:
     """Horizontal bars of operator scores (fractions of the roofline, written as
-    percentages), one row per operator sorted by the first series, height growing with the
+    percentages), one row per operator sorted by its best score, height growing with the
     number of operators."""
+    best = {
+        op: max((v for _, by_op in series if (v := by_op.get(op)) is not None), default=None)
+        for op in operators
+    }
     data, order = _horizontal_bars(
         operators=operators,
         series=series,
         label=figures.roofline_percent,
-        sort_by=series[0][1],
+        sort_by=best,
+        missing="no score",
     )
     top = max((value for _, by_op in series for value in by_op.values() if value), default=0.0)
     return {
         "data": data,
-        "layout": _layout(
+        "layout": _bar_layout(
             title,
-            barmode="group",
-            height=_bar_height(len(order), len(series)),
-            margin={"l": 190, "r": 20, "t": 50, "b": 60},
-            legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
+            operators=len(order),
+            series=len(series),
+            order=order,
             xaxis=_percent_axis("operator score (% of the roofline)", top * 1.1 or 0.01),
-            yaxis={"categoryorder": "array", "categoryarray": order, "automargin": True},
         ),
     }
 

@@ -43,11 +43,13 @@ def _candidates(request: HttpRequest, ids: list[int]) -> tuple[list[dict[str, An
         return [], ""
     rows = list(selectors.leaderboard_rows(suite=suite, hardware=hardware)[:CANDIDATES_SHOWN])
     rows.sort(key=lambda row: not row.submission.is_baseline)  # baselines first, as on the board
+    # The ids already named stay in the text field, not in the list.
     candidates = [
         {"submission": row.submission, "aggregate": row.aggregate, "owner": row.submission.owner}
         for row in rows
+        if row.submission.pk not in ids
     ]
-    listed = {item["submission"].pk for item in candidates}
+    listed = {item["submission"].pk for item in candidates} | set(ids)
     if request.user.is_authenticated:
         own = (
             Submission.objects.filter(
@@ -132,11 +134,17 @@ def _tables(body: dict[str, Any], *, changed_only: bool) -> dict[str, Any]:
     }
 
 
+def _short(sub: dict[str, Any], length: int = 32) -> str:
+    """A submission's name in a chart's legend: its id and the start of its title."""
+    title = sub["title"] if len(sub["title"]) <= length else sub["title"][: length - 1] + "…"
+    return f"#{sub['id']} {title}"
+
+
 def _figures(body: dict[str, Any]) -> dict[str, Any]:
     subs = body["submissions"]
     first, others = subs[0], subs[1:]
     operators = [entry["operator"] for entry in body["operators"]]
-    label = {sub["id"]: f"#{sub['id']} {sub['title']}" for sub in subs}
+    label = {sub["id"]: _short(sub) for sub in subs}
     scores = charts.operator_scores_figure(
         operators=operators,
         series=[
@@ -160,8 +168,8 @@ def _figures(body: dict[str, Any]) -> dict[str, Any]:
         charts.operator_speedup_figure(
             operators=operators,
             series=speedups,
-            reference=label[first["id"]],
-            title=f"Speed-up over {label[first['id']]}",
+            reference=f"#{first['id']}",
+            title=f"Speed-up over #{first['id']}, per operator",
         )
         if has_speedup
         else None

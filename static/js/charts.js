@@ -3,6 +3,22 @@
 // the charts carry the same figures without JS.
 (function () {
   "use strict";
+  // On a phone the desktop margins leave no room for the plot: smaller type, margins that
+  // fit the labels (automargin), no axis title beside the operator names.
+  function narrow(layout) {
+    layout.font = Object.assign({}, layout.font, { size: 10 });
+    if (layout.title) { layout.title.font = { size: 12 }; }
+    if (layout.margin) {
+      layout.margin.l = Math.min(layout.margin.l || 70, 50);
+      layout.margin.r = 8;
+    }
+    ["xaxis", "yaxis"].forEach(function (name) {
+      if (layout[name]) {
+        layout[name].automargin = true;
+        if (layout[name].title) { layout[name].title.font = { size: 10 }; }
+      }
+    });
+  }
   function draw() {
     if (typeof Plotly === "undefined") { return; }
     document.querySelectorAll('script[type="application/json"][id$="-figure"]').forEach(function (node) {
@@ -16,7 +32,9 @@
         target.replaceChildren(note);
         return;
       }
-      Plotly.newPlot(target, figure.data, figure.layout, { responsive: true, displaylogo: false });
+      var layout = figure.layout;
+      if (target.clientWidth < 600) { narrow(layout); }
+      Plotly.newPlot(target, figure.data, layout, { responsive: true, displaylogo: false });
     });
   }
   if (document.readyState === "loading") {

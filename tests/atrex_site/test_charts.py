@@ -86,7 +86,7 @@ def test_operators_nobody_has_a_value_for_are_labelled_and_put_last():
         series=[("x", {"a": 0.1, "b": None, "c": 0.3})],
         title="t",
     )
-    assert figure["layout"]["yaxis"]["categoryarray"] == ["b (none)", "a", "c"]
+    assert figure["layout"]["yaxis"]["categoryarray"] == ["b (no score)", "a", "c"]
     assert figure["layout"]["xaxis"]["tickformat"].endswith("%")
 
 

@@ -132,7 +132,8 @@ def test_three_submissions_each_measured_against_the_first(client, trio):
     assert body["submissions"][1]["speedup_over_first"] > 1.0  # fast: faster than slow
     assert body["submissions"][2]["speedup_over_first"] == pytest.approx(0.5)  # eager: 2x slower
     figure = response.context["speedup_chart"]
-    assert [trace["name"] for trace in figure["data"]] == [f"#{fast.pk} fast", f"#{eager.pk} eager"]
+    # Drawn last to first, so that the first series is each group's top bar.
+    assert [trace["name"] for trace in figure["data"]] == [f"#{eager.pk} eager", f"#{fast.pk} fast"]
     html = response.content.decode()
     assert html.count('scope="colgroup"') == 3  # #slow, then score/Δ/speed-up for each other
 
