@@ -101,6 +101,12 @@ def comparison_submissions(*, ids: list[int], user: Any) -> list[Submission]:
     return [visible[pk] for pk in ids]
 
 
+def _shape_order(item: tuple[tuple[str, str], Any]) -> tuple:
+    """Operators A to Z, their shapes in id order (2 before 10; ``smoke-0`` as text)."""
+    operator, shape_id = item[0]
+    return (operator, not shape_id.isdigit(), int(shape_id) if shape_id.isdigit() else 0, shape_id)
+
+
 def _speedup_overall(by_operator: dict[str, tuple[float, int]]) -> float | None:
     counted = sum(n for _, n in by_operator.values())
     if not counted:
@@ -180,7 +186,7 @@ def submissions_compare(*, submissions: list[Submission], user: Any) -> dict[str
         operator_rows.append(entry)
     shape_rows = []
     changed = 0
-    for (operator, shape_id), by_pk in sorted(shapes.items()):
+    for (operator, shape_id), by_pk in sorted(shapes.items(), key=_shape_order):
         statuses = {pk: row.status for pk, row in by_pk.items()}
         base_time = by_pk[first].time_ms if first in by_pk else None
         shape_speedups = {
