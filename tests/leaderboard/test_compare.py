@@ -180,10 +180,11 @@ def test_bad_input_says_what_to_fix(client, trio, catalogue, user):
     assert response.status_code == 404 and "no submission #999999 that you can see" in error(
         response
     )
-    hidden = publish_row(owner=UserFactory(), suite=catalogue, title="private")
+    hidden = publish_row(owner=UserFactory(), suite=catalogue, title="Secret-Title")
     Submission.objects.filter(pk=hidden.pk).update(visibility="private")
     response = client.get(page, {"submissions": f"{slow.pk},{hidden.pk}"})
     assert response.status_code == 404 and f"#{hidden.pk} that you can see" in error(response)
+    assert b"Secret-Title" not in response.content
     running = publish_row(owner=UserFactory(), suite=catalogue, title="running")
     Submission.objects.filter(pk=running.pk).update(status="running")
     response = client.get(page, {"submissions": f"{slow.pk},{running.pk}"})
