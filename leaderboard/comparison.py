@@ -52,7 +52,7 @@ def comparison_ids_parse(values: Iterable[str]) -> list[int]:
             if not part:
                 continue
             text = part.removeprefix("#")
-            if not text.isdigit():
+            if not re.fullmatch(r"[0-9]{1,9}", text):
                 raise ComparisonError(
                     f"“{part}” is not a submission id: give numbers separated by commas, "
                     "e.g. 12, 15.",
@@ -104,7 +104,8 @@ def comparison_submissions(*, ids: list[int], user: Any) -> list[Submission]:
 def _shape_order(item: tuple[tuple[str, str], Any]) -> tuple:
     """Operators A to Z, their shapes in id order (2 before 10; ``smoke-0`` as text)."""
     operator, shape_id = item[0]
-    return (operator, not shape_id.isdigit(), int(shape_id) if shape_id.isdigit() else 0, shape_id)
+    numeric = shape_id.isascii() and shape_id.isdigit()
+    return (operator, not numeric, int(shape_id) if numeric else 0, shape_id)
 
 
 def _speedup_overall(by_operator: dict[str, tuple[float, int]]) -> float | None:
