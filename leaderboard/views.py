@@ -414,7 +414,8 @@ def history(request: HttpRequest) -> HttpResponse:
         if suite and hardware
         else selectors.History(records=[], results=[], baselines=[])
     )
-    title = f"Best aggregate over time: {suite} on {hardware}" if suite and hardware else ""
+    # The page's heading names the suite and the hardware; the chart's title stays short.
+    title = "Best aggregate score over time"
     context = {
         "suite": suite,
         "hardware": hardware,

@@ -7,7 +7,11 @@
   // fit the labels (automargin), no axis title beside the operator names.
   function narrow(layout) {
     layout.font = Object.assign({}, layout.font, { size: 10 });
-    if (layout.title) { layout.title.font = { size: 12 }; }
+    if (layout.title) {
+      layout.title.font = { size: 12 };
+      // A title wider than a phone would be cut at both ends; the page's heading says it.
+      if ((layout.title.text || "").length > 44) { layout.title.text = ""; }
+    }
     if (layout.margin) {
       layout.margin.l = Math.min(layout.margin.l || 70, 50);
       layout.margin.r = 8;
