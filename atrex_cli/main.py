@@ -255,13 +255,14 @@ def cmd_check(args: argparse.Namespace, client: Client, out: TextIO) -> int:
 
 
 def compare_table(comparison: dict[str, Any]) -> str:
-    """Operators (score of each submission, and each one's difference from the first in
-    percentage points of the roofline), then how many shapes changed status."""
+    """Operators (score of each submission, each one's difference from the first in
+    percentage points of the roofline and its speed-up over the first), then how many
+    shapes changed status."""
     subs = comparison["submissions"]
     first, others = subs[0], subs[1:]
     headers = ["operator", f"#{first['id']}"]
     for sub in others:
-        headers += [f"#{sub['id']}", "Δ"]
+        headers += [f"#{sub['id']}", "Δ", "speed-up"]
     rows = []
     for entry in comparison["operators"]:
         row = [entry["operator"], roofline_percent(entry["scores"].get(str(first["id"])))]
@@ -272,6 +273,7 @@ def compare_table(comparison: dict[str, Any]) -> str:
             row += [
                 roofline_percent(entry["scores"].get(key)),
                 MISSING if delta is None else f"{sign}{significant(delta * 100)} pt",
+                speedup((entry.get("speedup_over_first") or {}).get(key)),
             ]
         rows.append(row)
     lines = [

@@ -31,10 +31,9 @@ from atrex_site.api.pagination import StandardPagination
 from catalogue import selectors as catalogue_selectors
 from catalogue.models import HardwareProfile, Shape, SuiteOperator, SuiteVersion
 from submissions.models import Score
-from submissions.selectors import submissions_visible_to
 
 from . import selectors
-from .comparison import ComparisonError, submissions_compare
+from .comparison import ComparisonError, comparison_for, comparison_ids_parse
 
 NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such resource.")
 
@@ -306,6 +305,11 @@ class ComparedSubmissionSerializer(serializers.Serializer):
     status = serializers.CharField()
     is_baseline = serializers.BooleanField()
     aggregate = serializers.FloatField(allow_null=True, help_text=units.AGGREGATE)
+    speedup_over_first = serializers.FloatField(
+        allow_null=True,
+        help_text="geometric mean of the first submission's time over this one's at the "
+        "shapes both answered correctly (pass or fallback); null for the first",
+    )
 
 
 class ComparedOperatorSerializer(serializers.Serializer):
@@ -318,6 +322,14 @@ class ComparedOperatorSerializer(serializers.Serializer):
     delta = serializers.DictField(
         child=serializers.FloatField(allow_null=True),
         help_text="submission id -> its score minus the first submission's",
+    )
+    speedup_over_first = serializers.DictField(
+        child=serializers.FloatField(allow_null=True),
+        help_text="submission id -> geometric mean of the first's time over its time at the "
+        "operator's shapes both answered correctly (pass or fallback); null when none",
+    )
+    speedup_shapes = serializers.DictField(
+        child=serializers.IntegerField(), help_text="submission id -> shapes that speedup counts"
     )
 
 
@@ -338,6 +350,7 @@ class ComparedShapeSerializer(serializers.Serializer):
 class ComparisonSerializer(serializers.Serializer):
     submissions = ComparedSubmissionSerializer(many=True)
     suite = serializers.CharField()
+    hardware = serializers.CharField()
     operators = ComparedOperatorSerializer(many=True)
     shapes = ComparedShapeSerializer(many=True)
     shapes_changed_status = serializers.IntegerField()
@@ -346,36 +359,25 @@ class ComparisonSerializer(serializers.Serializer):
 class CompareApi(APIView):
     @extend_schema(
         operation_id="compare",
-        summary="Compare submissions of one suite version: per-operator scores and deltas, "
-        "per-shape statuses, times and speedups over the first",
+        summary="Compare submissions of one suite version and hardware: per-operator scores, "
+        "deltas and speedups, per-shape statuses, times and speedups over the first",
         parameters=[
             OpenApiParameter(
                 "submissions",
                 str,
                 required=True,
-                description="Comma-separated ids, the first the one the others are "
-                "measured against (e.g. `12,15`); baselines are submissions too.",
+                description="Comma-separated ids (2 to 8), the first the one the others are "
+                "measured against (e.g. `12,15`); baselines are submissions too. Published "
+                "submissions, and your own.",
             )
         ],
         responses={200: ComparisonSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
         tags=["leaderboard"],
     )
     def get(self, request: Request) -> Response:
-        raw = request.query_params.get("submissions", "")
         try:
-            ids = [int(part) for part in raw.split(",") if part.strip()]
-        except ValueError:
-            return error_response(
-                detail="submissions: comma-separated submission ids, e.g. 12,15",
-                code="compare:bad-ids",
-                status=400,
-            )
-        visible = submissions_visible_to(user=request.user).in_bulk(ids)
-        missing = [pk for pk in ids if pk not in visible]
-        if missing:
-            raise Http404(f"No submission {missing[0]} visible to you.")
-        try:
-            body = submissions_compare(submissions=[visible[pk] for pk in ids], user=request.user)
+            ids = comparison_ids_parse(request.query_params.getlist("submissions"))
+            body = comparison_for(ids=ids, user=request.user)
         except ComparisonError as error:
-            return error_response(detail=str(error), code="compare:not-comparable", status=400)
+            return error_response(detail=str(error), code=error.code, status=error.status)
         return Response(ComparisonSerializer(body).data)

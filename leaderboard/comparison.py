@@ -1,52 +1,174 @@
-"""Compare two or more submissions (or a submission and a baseline) of one suite version:
-per operator their scores and the differences from the first, per shape their statuses,
-times and the first's time over each other's (a speed-up), and which shapes changed status.
-One selector serves the API (``/api/compare/``) and the ``atrex compare`` client."""
+"""Compare two or more submissions (or a submission and a baseline) of one suite version on
+one hardware profile: per operator their scores, the differences from the first and the
+speed-up over the first; per shape their statuses, times and the first's time over each
+other's, and which shapes changed status.
+
+One computation serves the page (``/compare/``), the API (``/api/compare/``) and the
+``atrex compare`` client: ``comparison_ids_parse`` reads the ids, ``comparison_submissions``
+applies who may see what, ``submissions_compare`` computes. Every refusal is a
+``ComparisonError`` whose message says what to change.
+"""
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Iterable
 from typing import Any
 
+from submissions import querysets
 from submissions.models import EvaluationRun, ShapeResult, Submission
-from submissions.selectors import shape_results_visible_to, submission_latest_run
+from submissions.scores import geomean_speedups
+from submissions.selectors import (
+    shape_results_visible_to,
+    submission_latest_run,
+    submissions_visible_to,
+)
+
+MAX_COMPARED = 8
+"""More columns than this make neither the tables nor the chart readable."""
+
+# Statuses whose time is the time of a correct answer (a fallback is correct, only not the
+# submission's own kernel): the operator speed-ups count these shapes only.
+CORRECT_STATUSES = frozenset({"pass", "fallback"})
 
 
 class ComparisonError(ValueError):
-    """Submissions that cannot be compared (too few, different suites); says why."""
+    """Submissions that cannot be compared; the message says what to change. ``code`` is
+    the API's stable error code, ``status`` its HTTP status."""
+
+    def __init__(self, message: str, *, code: str = "compare:not-comparable", status: int = 400):
+        super().__init__(message)
+        self.code = code
+        self.status = status
 
 
-def _run(submission: Submission) -> EvaluationRun | None:
-    return submission_latest_run(submission=submission)
+def comparison_ids_parse(values: Iterable[str]) -> list[int]:
+    """Submission ids from form or query values (``"12,15"``, ``"12 15"``, ``"#12"``, or one
+    value per checkbox), in order, each once."""
+    ids: list[int] = []
+    for value in values:
+        for part in re.split(r"[\s,;]+", value.strip()):
+            if not part:
+                continue
+            text = part.removeprefix("#")
+            if not re.fullmatch(r"[0-9]{1,9}", text):
+                raise ComparisonError(
+                    f"“{part}” is not a submission id: give numbers separated by commas, "
+                    "e.g. 12, 15.",
+                    code="compare:bad-ids",
+                )
+            if int(text) not in ids:
+                ids.append(int(text))
+    return ids
+
+
+def comparison_submissions(*, ids: list[int], user: Any) -> list[Submission]:
+    """The submissions ``ids`` names, in that order, if ``user`` may compare them: their
+    own, or published ones they may see (staff: any). Raises ``ComparisonError``."""
+    if len(ids) < 2:
+        named = f" #{ids[0]} and" if ids else ""
+        raise ComparisonError(
+            f"Pick at least two submissions to compare:{named} one more (tick rows on the "
+            "board, or add an id).",
+            code="compare:too-few",
+        )
+    if len(ids) > MAX_COMPARED:
+        raise ComparisonError(
+            f"Compare at most {MAX_COMPARED} submissions at once; {len(ids)} were named.",
+            code="compare:too-many",
+        )
+    visible = submissions_visible_to(user=user).in_bulk(ids)
+    for pk in ids:
+        if pk not in visible:
+            raise ComparisonError(
+                f"There is no submission #{pk} that you can see (it does not exist or is "
+                "private). Check the id; you can compare public submissions and your own.",
+                code="compare:unknown",
+                status=404,
+            )
+    for pk in ids:
+        submission = visible[pk]
+        own = user is not None and user.is_authenticated and submission.owner_id == user.pk
+        if submission.status != Submission.Status.PUBLISHED and not (
+            own or querysets.is_staff(user)
+        ):
+            raise ComparisonError(
+                f"Submission #{pk} is not published ({submission.get_status_display().lower()}"
+                "): only published submissions, and your own, can be compared.",
+                code="compare:not-published",
+            )
+    return [visible[pk] for pk in ids]
+
+
+def _shape_order(item: tuple[tuple[str, str], Any]) -> tuple:
+    """Operators A to Z, their shapes in id order (2 before 10; ``smoke-0`` as text)."""
+    operator, shape_id = item[0]
+    numeric = shape_id.isascii() and shape_id.isdigit()
+    return (operator, not numeric, int(shape_id) if numeric else 0, shape_id)
+
+
+def _speedup_overall(by_operator: dict[str, tuple[float, int]]) -> float | None:
+    counted = sum(n for _, n in by_operator.values())
+    if not counted:
+        return None
+    return math.exp(sum(n * math.log(ratio) for ratio, n in by_operator.values()) / counted)
 
 
 def submissions_compare(*, submissions: list[Submission], user: Any) -> dict[str, Any]:
     """The comparison of ``submissions`` (first = the one the others are measured against),
     as ``user`` may see it (hidden shapes left out for everyone but staff)."""
     if len(submissions) < 2:
-        raise ComparisonError("Name at least two submissions to compare.")
-    suites = {submission.suite_version_id for submission in submissions}
-    if len(suites) > 1:
-        raise ComparisonError(
-            "These submissions were measured on different suite versions; compare "
-            "submissions of one suite version."
-        )
+        raise ComparisonError("Pick at least two submissions to compare.", code="compare:too-few")
+    first_submission = submissions[0]
+    for other in submissions[1:]:
+        if other.suite_version_id != first_submission.suite_version_id:
+            raise ComparisonError(
+                f"#{other.pk} was measured on {other.suite_version.slug}, #{first_submission.pk}"
+                f" on {first_submission.suite_version.slug}: compare submissions of one suite "
+                "version (remove one of these).",
+                code="compare:not-comparable",
+            )
+        if other.hardware_id != first_submission.hardware_id:
+            raise ComparisonError(
+                f"#{other.pk} ran on {other.hardware.name}, #{first_submission.pk} on "
+                f"{first_submission.hardware.name}: times and roofline fractions of different "
+                "hardware do not compare; pick submissions of one hardware profile.",
+                code="compare:not-comparable",
+            )
     ids = [submission.pk for submission in submissions]
-    runs = {submission.pk: _run(submission) for submission in submissions}
+    runs: dict[int, EvaluationRun | None] = {
+        submission.pk: submission_latest_run(submission=submission) for submission in submissions
+    }
     operators: dict[str, dict[str, Any]] = {}
     shapes: dict[tuple[str, str], dict[int, ShapeResult]] = {}
-    for pk, run in runs.items():
-        if run is None:
-            continue
-        for result in run.operator_results.all():
+    correct_times: dict[int, dict[tuple[str, str], float]] = {pk: {} for pk in ids}
+    for submission in submissions:
+        run = runs[submission.pk]
+        results = list(run.operator_results.all()) if run is not None else []
+        if not results:
+            raise ComparisonError(
+                f"Submission #{submission.pk} has no results to compare "
+                f"({submission.get_status_display().lower()}); pick one that was evaluated.",
+                code="compare:no-results",
+            )
+        pk = submission.pk
+        for result in results:
             entry = operators.setdefault(
                 result.operator,
                 {"operator": result.operator, "importance": result.importance, "scores": {}},
             )
             entry["scores"][pk] = result.score
             entry.setdefault("status", {})[pk] = result.status
-        for row in shape_results_visible_to(run=run, user=user):
+        for row in shape_results_visible_to(run=run, user=user):  # type: ignore[arg-type]
             shapes.setdefault((row.operator, row.shape_id), {})[pk] = row
+            if row.status in CORRECT_STATUSES and row.time_ms:
+                correct_times[pk][(row.operator, row.shape_id)] = row.time_ms
     first = ids[0]
+    speedups = {
+        pk: geomean_speedups(base_times=correct_times[first], times=correct_times[pk])
+        for pk in ids[1:]
+    }
     operator_rows = []
     for entry in sorted(operators.values(), key=lambda e: (-e["importance"], e["operator"])):
         base = entry["scores"].get(first)
@@ -55,13 +177,20 @@ def submissions_compare(*, submissions: list[Submission], user: Any) -> dict[str
             for pk, score in entry["scores"].items()
             if pk != first
         }
+        entry["speedup_over_first"] = {
+            pk: speedups[pk][entry["operator"]][0] if entry["operator"] in speedups[pk] else None
+            for pk in ids[1:]
+        }
+        entry["speedup_shapes"] = {
+            pk: speedups[pk].get(entry["operator"], (None, 0))[1] for pk in ids[1:]
+        }
         operator_rows.append(entry)
     shape_rows = []
     changed = 0
-    for (operator, shape_id), by_pk in sorted(shapes.items()):
+    for (operator, shape_id), by_pk in sorted(shapes.items(), key=_shape_order):
         statuses = {pk: row.status for pk, row in by_pk.items()}
         base_time = by_pk[first].time_ms if first in by_pk else None
-        speedups = {
+        shape_speedups = {
             pk: (base_time / row.time_ms if base_time and row.time_ms else None)
             for pk, row in by_pk.items()
             if pk != first
@@ -76,7 +205,7 @@ def submissions_compare(*, submissions: list[Submission], user: Any) -> dict[str
                 "status": statuses,
                 "time_ms": {pk: row.time_ms for pk, row in by_pk.items()},
                 "roofline_fraction": {pk: row.roofline_fraction for pk, row in by_pk.items()},
-                "speedup_over_first": speedups,
+                "speedup_over_first": shape_speedups,
                 "status_changed": status_changed,
             }
         )
@@ -91,11 +220,21 @@ def submissions_compare(*, submissions: list[Submission], user: Any) -> dict[str
                 "aggregate": (runs[submission.pk].results or {}).get("scores", {}).get("aggregate")
                 if runs[submission.pk] is not None and runs[submission.pk].results
                 else None,
+                "speedup_over_first": _speedup_overall(speedups[submission.pk])
+                if submission.pk != first
+                else None,
             }
             for submission in submissions
         ],
-        "suite": submissions[0].suite_version.slug,
+        "suite": first_submission.suite_version.slug,
+        "hardware": first_submission.hardware.slug,
         "operators": operator_rows,
         "shapes": shape_rows,
         "shapes_changed_status": changed,
     }
+
+
+def comparison_for(*, ids: list[int], user: Any) -> dict[str, Any]:
+    """The comparison of the submissions ``ids`` names, as ``user`` may see it: what the
+    page, the API and the client show. Raises ``ComparisonError``."""
+    return submissions_compare(submissions=comparison_submissions(ids=ids, user=user), user=user)

@@ -256,21 +256,35 @@ def board_dsls(*, suite: SuiteVersion, hardware: HardwareProfile) -> list[str]:
     )
 
 
-def best_aggregate_history(*, suite: SuiteVersion, hardware: HardwareProfile) -> list[dict]:
-    """The results that set a new best aggregate, oldest first (baselines left out):
-    ``[{"at", "best", "title", "submission"}]``."""
-    points: list[dict] = []
+@dataclass
+class History:
+    """A board's aggregates over time, oldest first; each item ``{"at", "aggregate",
+    "title", "submission"}``. ``records``: the submissions that set a new best;
+    ``results``: every published submission; ``baselines``: the baseline rows."""
+
+    records: list[dict[str, Any]]
+    results: list[dict[str, Any]]
+    baselines: list[dict[str, Any]]
+
+
+def aggregate_history(*, suite: SuiteVersion, hardware: HardwareProfile) -> History:
+    """The board's rows by publication date (the board's own query), split into new bests,
+    every result and the baselines. Baselines are never a "best" (they are not ranked) but
+    are shown: a board whose rows are all baselines (the demo's) still has a history."""
+    history = History(records=[], results=[], baselines=[])
     best: float | None = None
     for row in leaderboard_rows(suite=suite, hardware=hardware, sort="date"):
-        if row.submission.is_baseline or (best is not None and row.aggregate <= best):
+        item = {
+            "at": row.published_at,
+            "aggregate": row.aggregate,
+            "title": row.submission.title,
+            "submission": row.submission,
+        }
+        if row.submission.is_baseline:
+            history.baselines.append(item)
             continue
-        best = row.aggregate
-        points.append(
-            {
-                "at": row.published_at,
-                "best": row.aggregate,
-                "title": row.submission.title,
-                "submission": row.submission,
-            }
-        )
-    return points
+        history.results.append(item)
+        if best is None or row.aggregate > best:
+            best = row.aggregate
+            history.records.append(item)
+    return history

@@ -574,21 +574,33 @@ def operator_detail(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def history(request: HttpRequest) -> HttpResponse:
-    """The best aggregate over time for one (suite version, hardware)."""
+    """The best aggregate over time for one (suite version, hardware), with every result
+    and the baselines; a clear note instead of empty axes when there is nothing yet."""
     suite, hardware = _suite_and_hardware(request)
-    points = (
-        selectors.best_aggregate_history(suite=suite, hardware=hardware)
+    history = (
+        selectors.aggregate_history(suite=suite, hardware=hardware)
         if suite and hardware
-        else []
+        else selectors.History(records=[], results=[], baselines=[])
     )
-    title = f"Best aggregate over time: {suite} on {hardware}" if suite and hardware else ""
+    # The page's heading names the suite and the hardware; the chart's title stays short.
+    title = "Best aggregate score over time"
     context = {
         "suite": suite,
         "hardware": hardware,
         "suites": catalogue_selectors.suite_versions_published(),
         "hardware_profiles": HardwareProfile.objects.filter(enabled=True),
-        "points": points,
-        "chart": charts.history_figure(points=points, title=title) if points else None,
+        "history": history,
+        "rows": sorted(
+            [{**item, "baseline": False} for item in history.records]
+            + [{**item, "baseline": True} for item in history.baselines],
+            key=lambda item: item["at"],
+        ),
+        "chart": charts.history_figure(
+            records=history.records,
+            results=history.results,
+            baselines=history.baselines,
+            title=title,
+        ),
     }
     return render(request, "leaderboard/history.html", context)
 

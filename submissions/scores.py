@@ -59,6 +59,20 @@ def geomean_speedup_over(*, run_id: int, baseline_times: Mapping[tuple, float]) 
     return math.exp(sum(logs) / len(logs)) if logs else None
 
 
+def geomean_speedups(
+    *, base_times: Mapping[tuple, float], times: Mapping[tuple, float]
+) -> dict[str, tuple[float, int]]:
+    """Operator -> (geometric mean of base time / time, shapes counted) over the
+    (operator, shape id) keys both map to a positive time; operators with no such shape are
+    left out. Pure: the callers choose which shapes' times count."""
+    logs: dict[str, list[float]] = {}
+    for key, time_ms in times.items():
+        base = base_times.get(key)
+        if base and time_ms and base > 0 and time_ms > 0:
+            logs.setdefault(key[0], []).append(math.log(base / time_ms))
+    return {op: (math.exp(sum(v) / len(v)), len(v)) for op, v in logs.items()}
+
+
 def scores_refresh_compile_speedup(*, suite_version_id: int, hardware_id: int) -> int:
     """Recompute every stored speedup over torch.compile of a board (after its compile
     baseline is published); returns how many rows changed."""

@@ -24,6 +24,7 @@ from .forms import BundleUploadForm
 from .models import OperatorResult, ShapeResult, Submission
 from .queues import queue_states, wait_in_words
 from .quotas import QuotaExceeded, quota_status, quota_summary
+from .scores import COMPILE_BASELINE, compile_baseline_times, geomean_speedups
 
 
 def _upload_form(request: HttpRequest) -> tuple[BundleUploadForm, list]:
@@ -139,36 +140,89 @@ def _history(submission: Submission) -> list[dict[str, Any]]:
     return sorted(items, key=lambda item: item["at"])
 
 
-# The columns the comparison bars read of a board row.
-_COMPARISON_FIELDS = ("submission_id", "operator_scores", "submission__title")
+# The columns the comparison chart reads of a board row.
+_COMPARISON_FIELDS = ("submission_id", "run_id", "operator_scores", "submission__title")
+# Shapes whose time is that of a correct answer (a fallback is correct, not the bundle's own).
+_CORRECT = ("pass", "fallback")
+
+
+def _correct_times(results) -> dict[tuple, float]:
+    return {
+        (r.operator, r.shape_id): r.time_ms for r in results if r.status in _CORRECT and r.time_ms
+    }
 
 
 def _comparison_chart(
-    submission: Submission, operator_results: list[OperatorResult]
+    submission: Submission, operator_results: list[OperatorResult], shape_results: list
 ) -> dict[str, Any] | None:
-    """This submission's operator scores against the board's best row and its baselines.
+    """This submission against the board, per operator: its speed-up over torch.compile
+    (the board's compile baseline), and the best ranked row's; without a compile baseline,
+    its speed-up over the best row. Speed-ups rather than scores, because the baselines
+    score 0 (every shape of theirs is a fallback) and bars of 0 say nothing.
 
-    Two bounded queries: the best other ranked row (ranking order, ``LIMIT 1``) and the
-    baseline rows, each with only the title and the operator scores."""
+    Three bounded queries: the compile baseline's run and times, the best other ranked row
+    (ranking order, ``LIMIT 1``, title and operator scores only), and that row's times."""
     if not operator_results:
         return None
-    rows = (
+    operators = [result.operator for result in operator_results]
+    own = _correct_times(shape_results)
+    compile_times = (
+        {}
+        if (submission.manifest or {}).get("baseline") == COMPILE_BASELINE
+        else compile_baseline_times(
+            suite_version_id=submission.suite_version_id, hardware_id=submission.hardware_id
+        )
+    )
+    best = (
         selectors.scores_on_board(suite=submission.suite_version, hardware=submission.hardware)
         .exclude(submission_id=submission.pk)
+        .filter(submission__is_baseline=False)
         .select_related(None)
         .select_related("submission")
         .only(*_COMPARISON_FIELDS)
+        .first()
     )
-    operators = [result.operator for result in operator_results]
-    series: list[tuple[str, dict[str, float]]] = [
-        ("this submission", {r.operator: r.score for r in operator_results})
-    ]
-    best = rows.filter(submission__is_baseline=False).first()
-    if best is not None:
-        series.append((f"best on the board: {best.submission.title}", best.operator_scores))
-    for row in rows.filter(submission__is_baseline=True):
-        series.append((f"baseline: {row.submission.title}", row.operator_scores))
-    return charts.operator_bars_figure(operators=operators, series=series)
+    best_times = (
+        _correct_times(
+            ShapeResult.objects.filter(run_id=best.run_id).only(
+                "operator", "shape_id", "status", "time_ms"
+            )
+        )
+        if best is not None
+        else {}
+    )
+
+    def ratios(base: dict[tuple, float], times: dict[tuple, float]) -> dict[str, float | None]:
+        found = geomean_speedups(base_times=base, times=times)
+        return {op: found[op][0] if op in found else None for op in operators}
+
+    series: list[tuple[str, dict[str, float | None]]]
+    if compile_times:
+        reference = "torch.compile"
+        series = [("this submission", ratios(compile_times, own))]
+        if best is not None:
+            series.append(
+                (f"best on the board: {best.submission.title}", ratios(compile_times, best_times))
+            )
+    elif best is not None:
+        reference = f"the best on the board ({best.submission.title})"
+        series = [("this submission", ratios(best_times, own))]
+    else:
+        return None
+    if not any(value for _, by_op in series for value in by_op.values()):
+        # No shape timed by both: the scores, side by side, are all there is to show.
+        scores = [("this submission", {r.operator: r.score for r in operator_results})]
+        if best is not None:
+            scores.append((f"best on the board: {best.submission.title}", best.operator_scores))
+        return charts.operator_scores_figure(
+            operators=operators, series=scores, title="Operator scores against the board"
+        )
+    return charts.operator_speedup_figure(
+        operators=operators,
+        series=series,
+        reference=reference,
+        title=f"Speed-up over {reference}, per operator",
+    )
 
 
 def _roofline_chart(
@@ -211,7 +265,7 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
         ),
         "roofline_chart": roofline,
         "roofline_skipped": roofline_skipped,
-        "comparison_chart": _comparison_chart(submission, operator_results),
+        "comparison_chart": _comparison_chart(submission, operator_results, shape_results),
         "can_cancel": submission_can_cancel(submission=submission, user=request.user),
         "can_resubmit": submission.status == Submission.Status.REJECTED
         and request.user.is_authenticated

@@ -64,6 +64,10 @@ RULES: dict[str, Rule] = {
     "leaderboard:board-download": Rule(status={r: {200} for r in ROLES}, args=("fmt",)),
     "leaderboard:operator": Rule(status={r: {200} for r in ROLES}, args=("operator",)),
     "leaderboard:history": PUBLIC_LIST,
+    # The compare form lists the default board's rows and, to its owner only, their own.
+    "leaderboard:compare": Rule(
+        status={r: {200} for r in ROLES}, shows_secret=frozenset({"owner"})
+    ),
     "leaderboard:suite-definition": Rule(status={r: {200} for r in ROLES}, args=("suite",)),
     "leaderboard:plotly-js": Rule(skip="a static file of the plotly package (no user data)"),
     "leaderboard:about-scores": Rule(

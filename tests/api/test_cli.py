@@ -93,7 +93,7 @@ def test_compare_prints_scores_and_deltas(cli, publish):
     lines = output.splitlines()
     assert lines[0].startswith(f"#{slow.pk} slow vs #{fast.pk} fast")
     rms = next(line for line in lines if line.startswith("rms_norm"))
-    assert rms.split()[1:] == ["20.0%", "30.0%", "+10.0", "pt"]
+    assert rms.split()[1:] == ["20.0%", "30.0%", "+10.0", "pt", "1.00×"]  # same times
     assert lines[-1].startswith("0 of ")
 
 

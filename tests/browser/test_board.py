@@ -58,3 +58,32 @@ def test_board_sorts_by_header_draws_the_roofline_and_downloads_csv(
     assert page.locator("#roofline-chart .main-svg").count() >= 1
     assert page.locator("#roofline-chart .scatterlayer .trace").count() >= 2
     page.screenshot(path=str(tmp_path / "submission.png"), full_page=True)
+
+
+def test_ticking_two_board_rows_compares_them_with_a_table_and_a_chart(
+    close_other_db_sessions_at_the_end, page, live_server, catalogue, user
+):
+    slow = publish_row(owner=user, suite=catalogue, title="slow", fraction=0.2)
+    fast = publish_row(
+        owner=user,
+        suite=catalogue,
+        title="fast",
+        fraction={"rms_norm": 0.4, "silu_and_mul": 0.2, "fused_add_rms_norm": 0.3},
+        status={"silu_and_mul": "incorrect"},
+    )
+    page.goto(f"{live_server.url}/?suite=atrex-bench-v0.1&hardware=cpu-dev")
+    for submission in (slow, fast):
+        page.locator(f"tr[data-submission='{submission.pk}'] input.compare-pick").check()
+    page.locator("#compare-pick button").click()
+    page.wait_for_url("**/compare/?submissions=*")
+    assert page.locator("#compare-submissions tbody tr").count() == 2
+    rms = page.locator("#compare-operators tbody tr").filter(
+        has=page.get_by_role("link", name="rms_norm", exact=True)
+    )
+    # The boxes are sent in board order: fast (ranked first) is the reference.
+    assert "-20.0 pt" in rms.inner_text()
+    page.wait_for_selector("#speedup-chart .main-svg")
+    assert page.locator("#speedup-chart .barlayer .trace").count() == 1
+    page.locator("#changed-only").click()
+    page.wait_for_url("**changed=1*")
+    assert page.locator("#compare-shapes tbody[id^=shapes-]").count() == 1

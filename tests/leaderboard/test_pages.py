@@ -228,30 +228,58 @@ def test_board_page_queries_stay_constant_with_120_rows(
         assert len(full) == 1 and len(_row_queries(captured)) == 2
 
 
-def test_submission_page_comparison_reads_only_the_best_row_and_baselines(
+def test_submission_page_comparison_reads_only_the_best_row_and_the_compile_times(
     client, long_board, django_assert_max_num_queries
 ):
     # row 000 is the one with a run (the others are copies of its Score row).
     middle = Submission.objects.get(title="row 000")
-    with django_assert_max_num_queries(12) as captured:
+    with django_assert_max_num_queries(13) as captured:
         html = client.get(reverse("submissions:detail", args=[middle.pk])).content.decode()
     board_reads = [
         q["sql"]
         for q in captured.captured_queries
         if "operator_scores" in q["sql"] and "ORDER BY" in q["sql"]
     ]
-    assert len(board_reads) == 2
-    assert any("LIMIT 1" in sql for sql in board_reads)
-    bars = json.loads(
+    assert len(board_reads) == 1 and "LIMIT 1" in board_reads[0]
+    bars = _figure(html, "comparison")
+    # No torch.compile baseline on this board: measured against the best row.
+    assert [t["name"] for t in bars["data"]] == ["this submission"]
+    assert bars["layout"]["xaxis"]["title"]["text"] == (
+        "speed-up over the best on the board (row 001)"
+    )
+
+
+def _figure(html: str, name: str) -> dict:
+    return json.loads(
         re.search(
-            r'<script id="comparison-figure" type="application/json">(.*?)</script>', html, re.S
+            rf'<script id="{name}-figure" type="application/json">(.*?)</script>', html, re.S
         ).group(1)
     )
-    assert [t["name"] for t in bars["data"]] == [
-        "this submission",
-        "best on the board: row 001",
-        "baseline: eager",
-    ]
+
+
+def test_submission_page_compares_speed_with_torch_compile_not_bars_of_zero(
+    client, catalogue, board_rows
+):
+    compiled = publish_row(
+        owner=board_rows["base"].owner,
+        suite=catalogue,
+        title="torch.compile",
+        fraction=0.1,
+        status="fallback",
+        is_baseline=True,
+    )
+    Submission.objects.filter(pk=compiled.pk).update(manifest={"baseline": "torch.compile"})
+    html = client.get(
+        reverse("submissions:detail", args=[board_rows["middle"].pk])
+    ).content.decode()
+    bars = _figure(html, "comparison")
+    traces = {trace["name"]: trace for trace in bars["data"]}
+    assert set(traces) == {"this submission", "best on the board: fast"}
+    this = dict(zip(traces["this submission"]["y"], traces["this submission"]["x"], strict=True))
+    # middle's rms_norm reaches 0.8 of the roofline, torch.compile's 0.1: 8x faster.
+    assert this["rms_norm"] == pytest.approx(8.0)
+    assert bars["layout"]["xaxis"]["title"]["text"] == "speed-up over torch.compile"
+    assert all(trace["orientation"] == "h" for trace in bars["data"])
 
 
 def test_heat_map_cells_are_shaded_relative_to_the_column_best(client, board_rows):
@@ -327,16 +355,8 @@ def test_submission_page_embeds_the_roofline_and_comparison_figures(client, boar
     names = [trace["name"] for trace in figure["data"]]
     assert any(name.startswith("roofline:") for name in names) and "pass" in names
     assert figure["layout"]["xaxis"]["type"] == "log" and figure["layout"]["yaxis"]["type"] == "log"
-    bars = json.loads(
-        re.search(
-            r'<script id="comparison-figure" type="application/json">(.*?)</script>', html, re.S
-        ).group(1)
-    )
-    assert [t["name"] for t in bars["data"]] == [
-        "this submission",
-        "best on the board: fast",
-        "baseline: eager",
-    ]
+    bars = _figure(html, "comparison")
+    assert [t["name"] for t in bars["data"]] == ["this submission"]
     assert "/vendor/plotly.min.js" in html
     assert 'id="shape-table"' in html  # the figures stay readable without JavaScript
 
@@ -367,6 +387,22 @@ def test_history_shows_each_new_best(client, board_rows):
     table = html.split('id="history-table"', 1)[1]
     assert re.findall(r'">([^<]+)</a></th>', table) == ["slow", "fast"]
     assert 'id="history-figure"' in html
+
+
+def test_history_of_a_board_of_baselines_draws_them_and_an_empty_board_says_so(
+    client, catalogue, user
+):
+    # The demo's boards hold baselines only: their history is not empty.
+    publish_row(owner=user, suite=catalogue, title="eager", fraction=0.01, is_baseline=True)
+    html = client.get(reverse("leaderboard:history"), CPU).content.decode()
+    figure = _figure(html, "history")
+    assert [trace["name"] for trace in figure["data"]] == ["baseline: eager"]
+    assert '>eager</a> <span class="tag">baseline</span>' in html
+    html = client.get(
+        reverse("leaderboard:history"), {"suite": "atrex-bench-v0.1", "hardware": "h200-sxm"}
+    ).content.decode()
+    assert 'id="history-empty"' in html and "No history yet" in html
+    assert 'id="history-chart"' not in html and "plotly" not in html
 
 
 def test_operator_page_gives_t_sol_on_the_chosen_gpu(client, catalogue):
