@@ -58,3 +58,33 @@ def test_board_sorts_by_header_draws_the_roofline_and_downloads_csv(
     assert page.locator("#roofline-chart .main-svg").count() >= 1
     assert page.locator("#roofline-chart .scatterlayer .trace").count() >= 2
     page.screenshot(path=str(tmp_path / "submission.png"), full_page=True)
+
+
+def test_submission_page_filters_shapes_in_place_and_leads_with_the_score_on_a_phone(
+    close_other_db_sessions_at_the_end, page, live_server, catalogue, user, tmp_path
+):
+    row = publish_row(
+        owner=user, suite=catalogue, title="wrong norms", status={"rms_norm": "incorrect"}
+    )
+    page.goto(f"{live_server.url}/submissions/{row.pk}/")
+    assert page.locator("#operator-table tr[data-operator=rms_norm] .status").inner_text() == (
+        "incorrect"
+    )
+    assert not page.locator("#shapes-rms_norm").evaluate("d => d.open")  # folded at first
+    page.evaluate("window.notReloaded = true")
+    page.locator("#status-filter a[data-filter=incorrect]").click()
+    assert page.evaluate("window.notReloaded") and "status=incorrect" in page.url
+    assert page.locator("#shapes-rms_norm").evaluate("d => d.open")
+    assert page.locator("#shape-table tbody tr:visible").count() == 3
+    assert page.locator("#shapes-silu_and_mul").is_hidden()
+    page.screenshot(path=str(tmp_path / "submission-filtered.png"), full_page=True)
+    page.locator("#status-filter a[data-filter='']").click()
+    assert page.locator("#shapes-silu_and_mul").is_visible() and "status=" not in page.url
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/submissions/{row.pk}/")
+    assert page.evaluate("window.scrollY") == 0
+    score = page.locator("#headline-score").bounding_box()
+    assert score is not None and 0 <= score["y"] and score["y"] + score["height"] <= 844
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390  # no sideways page
+    page.screenshot(path=str(tmp_path / "submission-phone.png"))
