@@ -33,7 +33,7 @@ demo: install
 	$(PY) manage.py rundev
 
 # Every page at 1280 and 390 px into docs/screenshots/ (with an index), from a throwaway
-# site seeded as `make demo` seeds it (about 6 minutes, most of it seed_demo; see
+# site seeded as `make demo` seeds it (about 10 minutes, half of it seed_demo; see
 # scripts/screenshots.py; SCREENSHOTS_ARGS="--only submission,board" for some pages).
 screenshots: install browser
 	$(PY) scripts/screenshots.py $(SCREENSHOTS_ARGS)
