@@ -103,6 +103,16 @@ class OperatorSummary:
         return VERDICT_WORDS.get(self.verdict, self.verdict.replace("_", " "))
 
     @property
+    def first_error_line(self) -> str:
+        """The first error in one line: a Python traceback by its last line (the exception
+        and its message), any other message as it is."""
+        text = self.first_error.strip()
+        if text.startswith("Traceback"):
+            lines = [line for line in text.splitlines() if line.strip()]
+            return lines[-1].strip() if lines else text
+        return text
+
+    @property
     def is_missing(self) -> bool:
         return self.verdict == "missing"
 

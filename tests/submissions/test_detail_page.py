@@ -228,3 +228,16 @@ def test_the_counts_come_from_the_rows_when_a_run_has_no_results_document(catalo
     run.results = None
     assert summaries() == from_document
     assert ("rms_norm", "incorrect") in [(op, verdict) for op, verdict, _ in from_document]
+
+
+def test_a_traceback_is_summarised_by_its_exception(client, catalogue, user):
+    report = _report(catalogue)
+    shape = report["operators"][0]["shapes"][0]
+    shape.update(
+        status="runtime_error",
+        error='Traceback (most recent call last):\n  File "k.py", line 3, in forward\n'
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n",
+    )
+    html = _page(client, _publish(user, catalogue, report))
+    row = _summary_row(html, report["operators"][0]["operator"])
+    assert ">RuntimeError: CUDA error: an illegal memory access was encountered</code>" in row
