@@ -72,7 +72,7 @@ PAGES: list[Page] = [
     Page("submission", "/submissions/{submission}/", title="A submission (H200, v1)"),
     Page("submission-filtered", "/submissions/{submission}/?status=pass#shapes",
          title="A submission's shapes filtered by status"),
-    Page("compare", "/compare/?a={submission}&b={other}", title="Two submissions compared",
+    Page("compare", "/compare/?submissions={submission},{other}", title="Two submissions compared",
          optional=True),
     Page("login", "/accounts/login/", title="Log in"),
     Page("submit", "/submissions/new/", login="user", title="The upload form"),

@@ -26,17 +26,17 @@ statuses, the three ways of crashing counted together as errors."""
 _GROUP_OF = {status: group for group, statuses in STATUS_GROUPS.items() for status in statuses}
 
 VERDICT_WORDS: dict[str, str] = {
-    "ok": "every shape passed",
+    "pass": "every shape passed",
     "incorrect": "a wrong answer on at least one shape",
-    "partial": "some shapes passed, the others did not",
-    "fallback": "correct answers, all computed by PyTorch instead of the submission's kernels",
+    "partial": "some shapes passed; the others crashed, timed out or fell back to PyTorch",
+    "fallback": "no shape passed; some were correct, computed by PyTorch instead of the kernels",
     "failed": "no shape passed",
+    "held": "a sign of deception on a shape: held for an admin's review",
     "missing": "not in the bundle",
-    "compile_error": "the operator's file failed to import",
-    "runtime_error": "the operator failed when run",
-    "timeout": "the operator ran out of time",
 }
-"""What each operator verdict means, for the page's legend and the verdict's title."""
+"""What each operator verdict means, for the page's legend and the verdict's title. The
+words are the scoring's per-operator verdicts (``pass`` … ``failed``, ``held``) and
+``missing`` for an operator the bundle does not implement."""
 
 
 def status_group(status: str) -> str:
@@ -44,33 +44,28 @@ def status_group(status: str) -> str:
     return _GROUP_OF.get(status, "error")
 
 
-def operator_verdict(
-    *, reported: str | None, operator_status: str, counts: Mapping[str, int]
-) -> str:
+def operator_verdict(*, reported: str | None, counts: Mapping[str, int]) -> str:
     """One word for an operator's result that never flatters it.
 
-    A verdict the scoring reported (``reported``) is shown as it is. Otherwise the
-    evaluator's operator status when it is a failure (``compile_error``, ``missing``, …);
-    and when that status is ``ok`` (the operator ran), a word derived from its shapes'
-    results (``counts``: shapes per status group, hidden shapes included): ``ok`` only
-    when every shape passed, ``incorrect`` when any shape gave a wrong answer, ``partial``
-    when some passed, ``missing`` or ``fallback`` when every shape was so, else
-    ``failed``."""
+    A verdict the scoring stored (``reported``) is shown as it is. Otherwise it is derived
+    from the operator's shapes (``counts``: shapes per status group, hidden shapes
+    included) by the scoring's rule: ``incorrect`` when any shape gave a wrong answer,
+    ``pass`` only when every shape passed, ``partial`` when some did, ``fallback`` when
+    none did but some were correct through PyTorch, else ``failed``; ``missing`` when
+    every shape is missing (the bundle has no file for it)."""
     if reported:
         return reported
-    if operator_status and operator_status != "ok":
-        return operator_status
     total = sum(counts.values())
     passed = counts.get("pass", 0)
     if total == 0 or counts.get("missing", 0) == total:
         return "missing"
-    if passed == total:
-        return "ok"
     if counts.get("incorrect", 0):
         return "incorrect"
+    if passed == total:
+        return "pass"
     if passed:
         return "partial"
-    if counts.get("fallback", 0) == total:
+    if counts.get("fallback", 0):
         return "fallback"
     return "failed"
 
@@ -114,7 +109,8 @@ class OperatorSummary:
 
     @property
     def is_missing(self) -> bool:
-        return self.verdict == "missing"
+        """Not in the bundle: every shape missing (whatever verdict the scoring gave)."""
+        return self.total == 0 or self.counts.get("missing", 0) == self.total
 
     @property
     def hidden_rows(self) -> int:
@@ -150,9 +146,9 @@ class ResultTables:
         return [summary for summary in self.operators if summary.is_missing]
 
     @property
-    def ok_count(self) -> int:
-        """Operators whose verdict is ``ok`` (every shape passed)."""
-        return sum(1 for summary in self.operators if summary.verdict == "ok")
+    def pass_count(self) -> int:
+        """Operators whose verdict is ``pass`` (every shape passed)."""
+        return sum(1 for summary in self.operators if summary.verdict == "pass")
 
     @property
     def missing_shapes(self) -> int:
@@ -230,11 +226,7 @@ def result_tables(
                 operator=operator,
                 importance=operator_result.importance,
                 score=operator_result.score,
-                verdict=operator_verdict(
-                    reported=reported,
-                    operator_status=operator_result.status,
-                    counts=operator_counts,
-                ),
+                verdict=operator_verdict(reported=reported, counts=operator_counts),
                 verdict_reported=bool(reported),
                 counts=operator_counts,
                 total=sum(operator_counts.values()),

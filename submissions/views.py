@@ -215,6 +215,8 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "run": run,
         "score": score,
         "scores": (run.results or {}).get("scores") if run and run.results else None,
+        "operator_results": operator_results,
+        "shape_results": shape_results,
         "tables": tables,
         "status_groups": list(STATUS_GROUPS),
         "verdict_words": VERDICT_WORDS,
