@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # their own torch and triton (see docs/deploying.md).
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo test test-fast typecheck browser lint audit
+.PHONY: install demo test test-fast typecheck browser lint audit screenshots
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,12 @@ demo: install
 	$(PY) manage.py seed_suite
 	$(PY) manage.py seed_demo
 	$(PY) manage.py rundev
+
+# Every page at 1280 and 390 px into docs/screenshots/ (with an index), from a throwaway
+# site seeded as `make demo` seeds it (about 10 minutes, half of it seed_demo; see
+# scripts/screenshots.py; SCREENSHOTS_ARGS="--only submission,board" for some pages).
+screenshots: install browser
+	$(PY) scripts/screenshots.py $(SCREENSHOTS_ARGS)
 
 # The whole suite on PYTEST_WORKERS processes (pytest-xdist; each on its own test slot, from
 # ATREX_TEST_SLOT up; a test module, and the tests of one shared worker stack, stay on one

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import F, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet, Sum
 
 from catalogue.models import HardwareProfile, Shape, SuiteVersion
+from catalogue.shape_words import suite_shape_arguments
 
 from . import querysets
-from .models import EvaluationRun, Score, ShapeResult, Submission
+from .models import EvaluationRun, OperatorResult, Score, ShapeResult, Submission
 from .queues import run_queue_position, wait_in_words
+from .result_tables import ResultTables, result_tables
 
 
 def submissions_visible_to(*, user: User | AnonymousUser) -> QuerySet[Submission]:
@@ -122,3 +124,73 @@ def submission_results_withheld(
     ):
         return False
     return True
+
+
+def _reported_verdicts(
+    *, run: EvaluationRun, operator_results: list[OperatorResult], score: Score | None
+) -> dict[str, str]:
+    """operator -> verdict where the scoring stored one: a ``verdict`` on the operator's
+    row, the published score's ``operator_verdicts``, or the run's results document
+    (in that order). Empty where none is stored: the page then derives the verdict."""
+    verdicts: dict[str, str] = {}
+    for entry in (run.results or {}).get("operators") or []:
+        if isinstance(entry, dict) and entry.get("verdict"):
+            verdicts[str(entry.get("operator"))] = str(entry["verdict"])
+    stored = getattr(score, "operator_verdicts", None)
+    if isinstance(stored, dict):
+        verdicts.update({str(op): str(verdict) for op, verdict in stored.items() if verdict})
+    for result in operator_results:
+        verdict = getattr(result, "verdict", "")
+        if verdict:
+            verdicts[result.operator] = str(verdict)
+    return verdicts
+
+
+def _status_counts(run: EvaluationRun) -> dict[tuple[str, str], tuple[int, float]]:
+    """(operator, shape status) -> (shapes, their summed weight) over every shape of the
+    run, hidden ones included: from the results document the rows were stored from (no
+    query), else (a run stored without one) from its rows in one grouped query."""
+    counts: dict[tuple[str, str], tuple[int, float]] = {}
+    operators = (run.results or {}).get("operators")
+    if isinstance(operators, list) and operators:
+        for entry in operators:
+            for shape in entry.get("shapes") or []:
+                key = (str(entry.get("operator")), str(shape.get("status", "")))
+                count, weight = counts.get(key, (0, 0.0))
+                counts[key] = (count + 1, weight + float(shape.get("weight") or 0.0))
+        return counts
+    for row in (
+        run.shape_results.order_by()
+        .values("operator", "status")
+        .annotate(shapes=Count("pk"), weight=Sum("weight"))
+    ):
+        counts[(row["operator"], row["status"])] = (row["shapes"], row["weight"] or 0.0)
+    return counts
+
+
+def submission_result_tables(
+    *,
+    submission: Submission,
+    run: EvaluationRun,
+    score: Score | None,
+    operator_results: list[OperatorResult],
+    shape_results: list[ShapeResult],
+    status_filter: str,
+) -> ResultTables:
+    """The submission page's per-operator summary and per-shape groups of ``run``.
+
+    ``shape_results``: the rows the reader may see (``shape_results_visible_to``);
+    ``score``: the published score, if any. The verdicts and weight shares count every
+    shape of the run, so they do not depend on who reads; the shapes' arguments come from
+    the suite version's definition (loaded with the submission). No query of its own when
+    the run has its results document."""
+    return result_tables(
+        operator_results=operator_results,
+        shape_results=shape_results,
+        status_counts=_status_counts(run),
+        reported_verdicts=_reported_verdicts(
+            run=run, operator_results=operator_results, score=score
+        ),
+        arguments=suite_shape_arguments(submission.suite_version.definition.get("shapes", [])),
+        status_filter=status_filter,
+    )

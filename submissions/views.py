@@ -24,6 +24,7 @@ from .forms import BundleUploadForm
 from .models import OperatorResult, ShapeResult, Submission
 from .queues import queue_states, wait_in_words
 from .quotas import QuotaExceeded, quota_status, quota_summary
+from .result_tables import STATUS_GROUPS, VERDICT_WORDS, environment_items
 from .scores import COMPILE_BASELINE, compile_baseline_times, geomean_speedups
 
 
@@ -251,6 +252,18 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     score = getattr(submission, "score", None) if submission.status == "published" else None
     roofline, roofline_skipped = _roofline_chart(submission, shape_results)
+    tables = (
+        selectors.submission_result_tables(
+            submission=submission,
+            run=run,
+            score=score,
+            operator_results=operator_results,
+            shape_results=shape_results,
+            status_filter=request.GET.get("status", ""),
+        )
+        if run and operator_results
+        else None
+    )
     context = {
         "submission": submission,
         "run": run,
@@ -258,6 +271,10 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "scores": (run.results or {}).get("scores") if run and run.results else None,
         "operator_results": operator_results,
         "shape_results": shape_results,
+        "tables": tables,
+        "status_groups": list(STATUS_GROUPS),
+        "verdict_words": VERDICT_WORDS,
+        "environment": environment_items(run.environment) if run else [],
         "progress": selectors.submission_progress(submission=submission),
         "history": _history(submission),
         "can_see_files": selectors.submission_can_see_files(

@@ -87,3 +87,33 @@ def test_ticking_two_board_rows_compares_them_with_a_table_and_a_chart(
     page.locator("#changed-only").click()
     page.wait_for_url("**changed=1*")
     assert page.locator("#compare-shapes tbody[id^=shapes-]").count() == 1
+
+
+def test_submission_page_filters_shapes_in_place_and_leads_with_the_score_on_a_phone(
+    close_other_db_sessions_at_the_end, page, live_server, catalogue, user, tmp_path
+):
+    row = publish_row(
+        owner=user, suite=catalogue, title="wrong norms", status={"rms_norm": "incorrect"}
+    )
+    page.goto(f"{live_server.url}/submissions/{row.pk}/")
+    assert page.locator("#operator-table tr[data-operator=rms_norm] .status").inner_text() == (
+        "incorrect"
+    )
+    assert not page.locator("#shapes-rms_norm").evaluate("d => d.open")  # folded at first
+    page.evaluate("window.notReloaded = true")
+    page.locator("#status-filter a[data-filter=incorrect]").click()
+    assert page.evaluate("window.notReloaded") and "status=incorrect" in page.url
+    assert page.locator("#shapes-rms_norm").evaluate("d => d.open")
+    assert page.locator("#shape-table tbody tr:visible").count() == 3
+    assert page.locator("#shapes-silu_and_mul").is_hidden()
+    page.screenshot(path=str(tmp_path / "submission-filtered.png"), full_page=True)
+    page.locator("#status-filter a[data-filter='']").click()
+    assert page.locator("#shapes-silu_and_mul").is_visible() and "status=" not in page.url
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/submissions/{row.pk}/")
+    assert page.evaluate("window.scrollY") == 0
+    score = page.locator("#headline-score").bounding_box()
+    assert score is not None and 0 <= score["y"] and score["y"] + score["height"] <= 844
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390  # no sideways page
+    page.screenshot(path=str(tmp_path / "submission-phone.png"))
