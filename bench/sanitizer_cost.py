@@ -7,7 +7,7 @@ run's wall time less the pass), and the ratio, whose goal is at most 0.20:
 
     python3 bench/sanitizer_cost.py [--bundle examples/bundles/triton-baseline]
         [--suite atrex-bench-v1] [--operators rms_norm,silu_and_mul] [--shapes full]
-        [--tools memcheck,racecheck] [--out sanitizer-cost.json]
+        [--tools memcheck,racecheck] [--out sanitizer-cost.json] [--results-out results.json]
 
 Needs a CUDA GPU and compute-sanitizer (on PATH, under CUDA_HOME or /usr/local/cuda, or
 named by ATREX_COMPUTE_SANITIZER). Figures are the host's wall clock.
@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tools", default="memcheck,racecheck")
     parser.add_argument("--log-dir", default=None)
     parser.add_argument("--out", default=None, help="write the figures here (JSON)")
+    parser.add_argument(
+        "--results-out", default=None, help="write the run's results.json here (compare_runs)"
+    )
     args = parser.parse_args(argv)
     executable = find_sanitizer()
     if executable is None:
@@ -82,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         f"(goal <= {GOAL:.0%}: {'met' if ratio <= GOAL else 'NOT met'})"
     )
     verdicts = {e["operator"]: e.get("verdict") for e in results["operators"]}
+    print(f"aggregate {results['scores']['aggregate']!r}")
+    if args.results_out:
+        Path(args.results_out).write_text(json.dumps(results, indent=1))
     print("verdicts: " + ", ".join(f"{op} {v}" for op, v in verdicts.items()))
     if args.out:
         Path(args.out).write_text(
