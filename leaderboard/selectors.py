@@ -9,14 +9,16 @@ from typing import Any
 
 from django.core.paginator import Page, Paginator
 from django.db.models import (
+    BooleanField,
     Case,
     Count,
+    Exists,
     F,
     FloatField,
     IntegerField,
     Max,
     Min,
-    Q,
+    OuterRef,
     QuerySet,
     Value,
     When,
@@ -278,17 +280,15 @@ def operator_best(
     suite: SuiteVersion,
     hardware: HardwareProfile,
     operators: list[str],
-    view: str | None = None,
     filters: BoardFilters | None = None,
 ) -> dict[str, float]:
-    """Operator slug -> the best operator score among the board's rows in this view and
-    filters (0.0 when none), computed by the database in one aggregate query: which
-    operator columns have results."""
+    """Operator slug -> the best operator score among the board's rows matching ``filters``
+    (0.0 when none), computed by the database in one aggregate query: which operator
+    columns have results. Over every submission, whatever the view (the window that picks
+    each submitter's best would double the query's cost for a column order)."""
     if not operators:
         return {}
     rows = leaderboard_rows(suite=suite, hardware=hardware, filters=filters)
-    if view_parse(view) == "best":
-        rows = best_per_submitter(rows)
     best = rows.order_by().aggregate(
         **{
             f"op_{index}": Max(Cast(KeyTextTransform(slug, "operator_scores"), FloatField()))
@@ -298,29 +298,31 @@ def operator_best(
     return {slug: best[f"op_{index}"] or 0.0 for index, slug in enumerate(operators)}
 
 
-def _board_results(**where: Any) -> Count:
-    return Count(
-        "scores",
-        filter=Q(**{f"scores__{name}": value for name, value in where.items()})
-        & board_q(prefix="scores__submission__"),
+def _has_results(**board: Any) -> Exists:
+    """Whether the board (``suite_version`` and ``hardware``, one an ``OuterRef``) has a row:
+    an EXISTS on the board's index, stopped at the first row."""
+    return Exists(
+        Score.objects.filter(board_q(prefix="submission__"), **board).order_by().values("pk")
     )
 
 
 def hardware_choices(*, suite: SuiteVersion | None) -> QuerySet[HardwareProfile]:
-    """Enabled hardware profiles, each with ``board_results``: how many rows its board for
-    ``suite`` has (0: an empty board, marked so in the picker). One query."""
+    """Enabled hardware profiles, each with ``has_results``: whether its board for ``suite``
+    has a row (False: an empty board, marked so in the picker). One query."""
     profiles = HardwareProfile.objects.filter(enabled=True)
     if suite is None:
-        return profiles.annotate(board_results=Value(0, output_field=IntegerField()))
-    return profiles.annotate(board_results=_board_results(suite_version=suite))
+        return profiles.annotate(has_results=Value(False, output_field=BooleanField()))
+    return profiles.annotate(has_results=_has_results(suite_version=suite, hardware=OuterRef("pk")))
 
 
 def suite_choices(*, hardware: HardwareProfile | None) -> QuerySet[SuiteVersion]:
-    """Published suite versions, each with ``board_results`` on ``hardware``. One query."""
+    """Published suite versions, each with ``has_results`` on ``hardware``. One query."""
     suites = suite_versions_published()
     if hardware is None:
-        return suites.annotate(board_results=Value(0, output_field=IntegerField()))
-    return suites.annotate(board_results=_board_results(hardware=hardware))
+        return suites.annotate(has_results=Value(False, output_field=BooleanField()))
+    return suites.annotate(
+        has_results=_has_results(suite_version=OuterRef("pk"), hardware=hardware)
+    )
 
 
 def board_dsls(*, suite: SuiteVersion, hardware: HardwareProfile) -> list[str]:

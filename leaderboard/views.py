@@ -100,7 +100,7 @@ BOARD_COLUMNS: list[tuple[str, str, bool]] = [
 OPS_LAYOUTS: dict[str, str] = {
     "results": "operators with results first",
     "weight": "by weight",
-    "group": "grouped by family",
+    "group": "grouped by family",  # families with results first
     "compact": "one column per family",
 }
 # Heat-map legend stops (shares of the roofline).
@@ -211,7 +211,15 @@ def _operator_columns(
     families: dict[str, list[OperatorColumn]] = {}
     for column in columns:
         families.setdefault(column.group.slug, []).append(column)
-    ordered = sorted(families.values(), key=lambda members: -sum(c.importance for c in members))
+    # Families with a result first (as the default layout puts operators), each part by
+    # the family's total importance.
+    ordered = sorted(
+        families.values(),
+        key=lambda members: (
+            not any(c.has_results for c in members),
+            -sum(c.importance for c in members),
+        ),
+    )
     if layout == "group":
         flat = [column for members in ordered for column in members]
         return flat, [(members[0].group, len(members)) for members in ordered]
@@ -289,7 +297,7 @@ def _board_context(request: HttpRequest, *, paginate: bool = True) -> dict[str, 
         )
         if board.count and paginate:
             best = selectors.operator_best(
-                suite=suite, hardware=hardware, operators=slugs, view=view, filters=filters
+                suite=suite, hardware=hardware, operators=slugs, filters=filters
             )
     op_columns, op_groups = _operator_columns(request, sort, operators, best, layout)
     columns = [_column(request, sort, key, label, numeric) for key, label, numeric in BOARD_COLUMNS]
@@ -312,9 +320,9 @@ def _board_context(request: HttpRequest, *, paginate: bool = True) -> dict[str, 
         "hardware_profiles": hardware_profiles,
         # Boards with results to point to from an empty one.
         "boards_elsewhere": [
-            (suite, profile) for profile in hardware_profiles if profile.board_results
+            (suite, profile) for profile in hardware_profiles if profile.has_results
         ]
-        + [(other, hardware) for other in suites if other.board_results and other != suite],
+        + [(other, hardware) for other in suites if other.has_results and other != suite],
         "operators": operators,
         "board": board,
         "view": view,
