@@ -229,7 +229,8 @@ def board(
     Three queries whatever the size of the board: the narrow ``RankKey`` columns of every
     row (ranks and page bounds; per submitter, a window picks each one's best in the same
     query), the board's noise floor, then the full rows (submission, owner, campaign) of
-    this page only. ``per_page`` None: every row. ``page`` out of range or invalid: the
+    this page only. ``per_page`` None (the downloads): every row, full, in one query, and
+    the noise floor. ``page`` out of range or invalid: the
     nearest valid page (``Paginator.get_page``). ``sort`` changes the order of the rows,
     never their ranks; ``operators`` (the suite's slugs) lets ``sort`` name ``op:<slug>``."""
     view = view_parse(view)
@@ -237,30 +238,41 @@ def board(
     rows = leaderboard_rows(suite=suite, hardware=hardware, sort=sort, filters=filters)
     if view == "best":
         rows = best_per_submitter(rows)
-    keys = [
-        RankKey(*values)
-        for values in rows.annotate(
-            ranking_position=Window(RowNumber(), order_by=_ranking_order())
-        ).values_list(*RANK_KEY_FIELDS)
-    ]
+    rows = rows.annotate(ranking_position=Window(RowNumber(), order_by=_ranking_order()))
     floor = board_noise_floor(suite=suite, hardware=hardware)
-    ranks = rank_keys(keys, floor=floor.relative)
-    shown: list[RankKey] = keys
     board_page: Page | None = None
-    if per_page is not None:
+    if per_page is None:
+        # Every row (the downloads): the full rows in one query, their keys read off them.
+        full_rows = list(rows)
+        keys = [
+            RankKey(
+                row.pk,
+                row.aggregate,
+                row.aggregate_ci_low,
+                row.aggregate_ci_high,
+                row.submission.is_baseline,
+                row.ranking_position,
+            )
+            for row in full_rows
+        ]
+        full: dict[int, Score] = {row.pk: row for row in full_rows}
+        shown = keys
+    else:
+        keys = [RankKey(*values) for values in rows.values_list(*RANK_KEY_FIELDS)]
         board_page = Paginator(keys, per_page).get_page(page)
         shown = list(board_page.object_list)
-    wanted = [key.pk for key in shown]
-    full = (
-        {
-            row.pk: row
-            for row in Score.objects.filter(pk__in=wanted).select_related(
-                "submission", "submission__owner", "submission__campaign"
-            )
-        }
-        if wanted
-        else {}
-    )
+        wanted = [key.pk for key in shown]
+        full = (
+            {
+                row.pk: row
+                for row in Score.objects.filter(pk__in=wanted).select_related(
+                    "submission", "submission__owner", "submission__campaign"
+                )
+            }
+            if wanted
+            else {}
+        )
+    ranks = rank_keys(keys, floor=floor.relative)
     return Board(
         rows=[
             BoardRow(full[key.pk], *ranks.get(key.pk, (None, False)))

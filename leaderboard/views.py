@@ -311,8 +311,9 @@ def _board_context(request: HttpRequest, *, paginate: bool = True) -> dict[str, 
     sort_label += ", high to low" if sort.startswith("-") else ", low to high"
     query = request.GET.copy()
     query.pop("page", None)
-    hardware_profiles = list(selectors.hardware_choices(suite=suite))
-    suites = list(selectors.suite_choices(hardware=hardware))
+    # The pickers and the DSL choices are the page's (the downloads need none).
+    hardware_profiles = list(selectors.hardware_choices(suite=suite)) if paginate else []
+    suites = list(selectors.suite_choices(hardware=hardware)) if paginate else []
     return {
         "suite": suite,
         "hardware": hardware,
@@ -336,7 +337,9 @@ def _board_context(request: HttpRequest, *, paginate: bool = True) -> dict[str, 
         "sort_label": sort_label,
         "filters": filters,
         "kinds": Submission.Kind.choices,
-        "dsls": selectors.board_dsls(suite=suite, hardware=hardware) if suite and hardware else [],
+        "dsls": selectors.board_dsls(suite=suite, hardware=hardware)
+        if suite and hardware and paginate
+        else [],
         "columns": columns,
         "op_columns": op_columns,
         "op_groups": op_groups,
