@@ -345,7 +345,10 @@ def _board_context(request: HttpRequest, *, paginate: bool = True) -> dict[str, 
         "op_groups": op_groups,
         "date_column": date_column,
         "column_count": 2 + len(columns) + len(op_columns),
-        "table": [_table_item(row, op_columns) for row in board.rows] if board else [],
+        # The downloads write the operator scores themselves: no heat-map cells to compute.
+        "table": [_table_item(row, op_columns if paginate else []) for row in board.rows]
+        if board
+        else [],
         "noise_floor": _noise_floor_text(board.noise_floor, hardware) if board and hardware else "",
         "legend": [(stop, heat_colours(stop, 1.0)) for stop in LEGEND_STOPS],
         "pagination": _pagination(request, board.page) if board and board.page else None,
