@@ -221,6 +221,8 @@ def _operator_columns(
         ),
     )
     if layout == "group":
+        # Within a family too, the operators with results first (each part by weight).
+        ordered = [sorted(members, key=lambda c: not c.has_results) for members in ordered]
         flat = [column for members in ordered for column in members]
         return flat, [(members[0].group, len(members)) for members in ordered]
     compact = []
