@@ -138,7 +138,19 @@ class Client:
         return self._call("GET", f"/api/submissions/{submission_id}/")[1]
 
     def board(
-        self, *, suite: str | None = None, hardware: str | None = None, page_size: int = 50
+        self,
+        *,
+        suite: str | None = None,
+        hardware: str | None = None,
+        view: str = "best",
+        page_size: int = 50,
     ) -> dict[str, Any]:
-        query = {"suite": suite or "", "hardware": hardware or "", "page_size": str(page_size)}
+        """The board's first ``page_size`` rows; ``view`` "best" (each submitter's best) or
+        "all" (every submission)."""
+        query = {
+            "suite": suite or "",
+            "hardware": hardware or "",
+            "view": view,
+            "page_size": str(page_size),
+        }
         return self._call("GET", "/api/leaderboard/", query=query)[1]

@@ -87,11 +87,20 @@ def scores_table(submission: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def rank_text(row: dict[str, Any]) -> str:
+    """A board row's rank as the page writes it: ``3``, ``=1`` for a tie, ``base`` for a
+    baseline (listed, never ranked)."""
+    if row.get("rank") is None:
+        return "base"
+    return f"={row['rank']}" if row.get("tied") else str(row["rank"])
+
+
 def board_table(board: dict[str, Any]) -> str:
-    lines = [f"{board['suite']} on {board['hardware']}: {board['count']} submissions"]
+    shown = "all submissions" if board.get("view") == "all" else "each submitter's best"
+    lines = [f"{board['suite']} on {board['hardware']}: {board['count']} rows ({shown})"]
     rows = [
         [
-            row["rank"] if row.get("rank") is not None else "base",
+            rank_text(row),
             row["submission"],
             roofline_percent(row["aggregate"]),
             percent(row["real_pass_rate"]),
@@ -341,7 +350,9 @@ def cmd_quota(args: argparse.Namespace, client: Client, out: TextIO) -> int:
 
 
 def cmd_board(args: argparse.Namespace, client: Client, out: TextIO) -> int:
-    board = client.board(suite=args.suite, hardware=args.hardware)
+    board = client.board(
+        suite=args.suite, hardware=args.hardware, view="all" if args.all else "best"
+    )
     if args.json:
         _json(out, board)
     else:
@@ -417,6 +428,11 @@ def build_parser() -> argparse.ArgumentParser:
     board = commands.add_parser("board", parents=[common], help="the leaderboard")
     board.add_argument("--suite")
     board.add_argument("--hardware")
+    board.add_argument(
+        "--all",
+        action="store_true",
+        help="every submission (default: each submitter's best, as on the page)",
+    )
     board.set_defaults(handler=cmd_board)
     return parser
 

@@ -1,7 +1,7 @@
 """Public, read-only REST API of the board and the catalogue.
 
 Every list is paginated (``?page=``, ``?page_size=``). The board rows come from
-``selectors.leaderboard_rows``, the one ranking query the pages use too. Only published
+``selectors.board``, the one ranking selector the pages and the downloads use too. Only published
 suite versions, enabled hardware profiles and public shapes are served: hidden shapes are
 scored but never shown.
 """
@@ -23,6 +23,7 @@ from rest_framework import serializers
 from rest_framework.generics import ListAPIView, RetrieveAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from atrex_site.api import units
@@ -30,7 +31,6 @@ from atrex_site.api.errors import ErrorSerializer, error_response
 from atrex_site.api.pagination import StandardPagination
 from catalogue import selectors as catalogue_selectors
 from catalogue.models import HardwareProfile, Shape, SuiteOperator, SuiteVersion
-from submissions.models import Score
 
 from . import selectors
 from .comparison import ComparisonError, comparison_for, comparison_ids_parse
@@ -107,7 +107,17 @@ class ShapeSerializer(serializers.ModelSerializer):
 
 
 class BoardRowSerializer(serializers.Serializer):
-    rank = serializers.IntegerField(help_text="1 = best aggregate on this board.")
+    rank = serializers.IntegerField(
+        source="row.rank",
+        allow_null=True,
+        help_text="1 = best aggregate on this board; tied rows share a rank (see `tied`); "
+        "null for a baseline (listed at its score's place, never ranked).",
+    )
+    tied = serializers.BooleanField(
+        source="row.tied",
+        help_text="True when the row cannot be told apart from its tie group's leader "
+        "(overlapping 95% intervals, or within the board's noise floor); shown as =rank.",
+    )
     submission = serializers.IntegerField(source="score.submission_id")
     title = serializers.CharField(source="score.submission.title")
     owner = serializers.CharField(source="score.submission.owner.username")
@@ -171,22 +181,33 @@ class BoardPageSerializer(serializers.Serializer):
     previous = serializers.URLField(allow_null=True)
     suite = serializers.CharField()
     hardware = serializers.CharField()
+    view = serializers.ChoiceField(
+        choices=list(selectors.BOARD_VIEWS),
+        help_text="best: each submitter's best row (the default); all: every submission.",
+    )
+    sort = serializers.CharField(help_text="The order of the rows (never of the ranks).")
+    noise_floor = serializers.FloatField(
+        help_text="Two rows closer than this share of the better one's aggregate are a tie "
+        "(the run-to-run noise of this board's hardware; docs/scoring.md)."
+    )
     operators = serializers.ListField(
         child=serializers.CharField(), help_text="Operator slugs, most important first."
     )
     results = BoardRowSerializer(many=True)
 
 
-def _board_row(rank: int, score: Score) -> dict[str, Any]:
+def _board_row(row: selectors.BoardRow) -> dict[str, Any]:
+    score = row.score
     return {
-        "rank": rank,
+        "row": row,
         "score": score,
         "aggregate_ci": [score.aggregate_ci_low, score.aggregate_ci_high],
     }
 
 
 class LeaderboardApi(APIView):
-    """One board: the published public scores of a (suite version, hardware), best first."""
+    """One board: the published public scores of a (suite version, hardware), ranked, from
+    ``selectors.board``, the selector the page and the downloads read too."""
 
     pagination_class = StandardPagination
 
@@ -196,6 +217,21 @@ class LeaderboardApi(APIView):
         parameters=[
             OpenApiParameter("suite", str, description="Suite slug; default: the site's."),
             OpenApiParameter("hardware", str, description="Hardware slug; default: the site's."),
+            OpenApiParameter(
+                "view",
+                str,
+                enum=list(selectors.BOARD_VIEWS),
+                description="best (default): each submitter's best result, ranked among "
+                "those; all: every submission. Baselines are listed in both, unranked.",
+            ),
+            OpenApiParameter(
+                "sort",
+                str,
+                description="Row order: `aggregate`, `real_pass_rate`, `apparent_pass_rate`, "
+                "`fallback_rate`, `speedup`, `speedup_compile`, `date`, `submission`, `kind`, "
+                "`dsl` or `op:<slug>` (an operator's score); a leading `-` for high to low. "
+                "Default `-aggregate`. The ranks stay the score's.",
+            ),
             OpenApiParameter("page", int),
             OpenApiParameter("page_size", int, description="At most 200."),
         ],
@@ -208,25 +244,37 @@ class LeaderboardApi(APIView):
         if suite is None or hardware is None:
             what = "suite version" if suite is None else "hardware profile"
             return Response({"detail": f"No such published {what}.", "code": "not_found"}, 404)
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(
-            selectors.leaderboard_rows(suite=suite, hardware=hardware), request, view=self
+        operators = [row.operator.slug for row in catalogue_selectors.suite_operators(suite=suite)]
+        board = selectors.board(
+            suite=suite,
+            hardware=hardware,
+            view=request.query_params.get("view"),
+            sort=request.query_params.get("sort"),
+            operators=operators,
+            page=request.query_params.get("page"),
+            per_page=self.pagination_class().get_page_size(request),
         )
-        first_rank = (paginator.page.number - 1) * paginator.page.paginator.per_page + 1
-        rows = [_board_row(first_rank + i, score) for i, score in enumerate(page)]
-        response = paginator.get_paginated_response(BoardRowSerializer(rows, many=True).data)
-        response.data = {
-            "count": response.data["count"],
-            "next": response.data["next"],
-            "previous": response.data["previous"],
-            "suite": suite.slug,
-            "hardware": hardware.slug,
-            "operators": [
-                row.operator.slug for row in catalogue_selectors.suite_operators(suite=suite)
-            ],
-            "results": response.data["results"],
-        }
-        return response
+        url, page = request.build_absolute_uri(), board.page
+        return Response(
+            {
+                "count": board.count,
+                "next": replace_query_param(url, "page", page.next_page_number())
+                if page is not None and page.has_next()
+                else None,
+                "previous": replace_query_param(url, "page", page.previous_page_number())
+                if page is not None and page.has_previous()
+                else None,
+                "suite": suite.slug,
+                "hardware": hardware.slug,
+                "view": board.view,
+                "sort": board.sort,
+                "noise_floor": board.noise_floor.relative,
+                "operators": operators,
+                "results": BoardRowSerializer(
+                    [_board_row(row) for row in board.rows], many=True
+                ).data,
+            }
+        )
 
 
 def _published_suite(slug: str) -> SuiteVersion:

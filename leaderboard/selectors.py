@@ -1,20 +1,39 @@
-"""Reads for the board. One ranking query serves the pages and the API."""
+"""Reads for the board. One ranking selector (``board``) serves the page, the API, the
+downloads and the command-line client; the ranking rule itself is ``ranking``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import F, FloatField, Max, QuerySet, Window
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    Exists,
+    F,
+    FloatField,
+    IntegerField,
+    Max,
+    Min,
+    OuterRef,
+    QuerySet,
+    Value,
+    When,
+    Window,
+)
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, RowNumber
 
 from catalogue.models import HardwareProfile, SuiteVersion
+from catalogue.selectors import suite_versions_published
 from submissions.models import Score
+from submissions.querysets import board_q
 from submissions.selectors import scores_on_board
+
+from .ranking import NoiseFloor, RankKey, noise_floor, rank_keys, rank_label
 
 # Sort keys of the board (``?sort=KEY`` ascending, ``?sort=-KEY`` descending) -> field.
 # ``op:<slug>`` sorts by that operator's score.
@@ -82,7 +101,7 @@ def leaderboard_rows(
     ``submissions.selectors.scores_on_board``). ``sort`` (a ``SORT_FIELDS`` key or
     ``op:<slug>``, ``-`` for descending; unknown keys fall back to ``-aggregate``) and
     ``filters`` are optional; without them this is the ranking order. Baselines are
-    included (``submission.is_baseline``); pages show them apart and unranked.
+    included (``submission.is_baseline``); ``board`` lists them unranked.
     """
     rows = scores_on_board(suite=suite, hardware=hardware)
     if filters is not None:
@@ -101,27 +120,17 @@ def leaderboard_rows(
     )
 
 
-@dataclass
-class RankedRow:
-    """One board row with its rank; ``tied`` when its interval overlaps a neighbour's."""
+BOARD_PAGE_SIZE = 50
 
-    score: Score
-    rank: int | None
-    tied: bool = False
+BOARD_VIEWS = ("best", "all")
+"""``best``: one row per submitter, their best result (the default, as on competition boards);
+``all``: every submission. Baselines are listed in both, each on its own."""
+DEFAULT_VIEW = "best"
 
 
-@dataclass(frozen=True)
-class RankKey:
-    """What ranking needs of a board row (no submission, owner or operator scores)."""
-
-    pk: int
-    aggregate: float
-    aggregate_ci_low: float | None
-    aggregate_ci_high: float | None
-    is_baseline: bool
-    # Position in the ranking order (aggregate high to low, then older first, then pk):
-    # a row number computed by the database, or that tuple itself.
-    order: Any
+def view_parse(view: str | None) -> str:
+    """``view`` if it is one of ``BOARD_VIEWS``, else the default (``best``)."""
+    return view if view in BOARD_VIEWS else DEFAULT_VIEW
 
 
 # The narrow columns of ``RankKey``, in its field order, for ``values_list`` (``order`` is
@@ -136,60 +145,162 @@ RANK_KEY_FIELDS = (
 )
 
 
-def _intervals_overlap(a: Score | RankKey, b: Score | RankKey) -> bool:
-    a_low = a.aggregate if a.aggregate_ci_low is None else a.aggregate_ci_low
-    a_high = a.aggregate if a.aggregate_ci_high is None else a.aggregate_ci_high
-    b_low = b.aggregate if b.aggregate_ci_low is None else b.aggregate_ci_low
-    b_high = b.aggregate if b.aggregate_ci_high is None else b.aggregate_ci_high
-    return a_low <= b_high and b_low <= a_high
+def _ranking_order() -> list:
+    return _order_by(DEFAULT_SORT)[1:]
 
 
-def rank_keys(keys: Iterable[RankKey]) -> dict[int, tuple[int, bool]]:
-    """Score pk -> (rank, tied) for non-baseline rows, ranked by aggregate.
-
-    Rows are taken best first; a row whose 95% interval overlaps the previous row's
-    shares its rank (shown "=N"), so a chain of overlapping neighbours is one tie group.
-    Ranks skip after a group (=1, =1, 3). Rows without an interval tie only on equal
-    aggregates.
-    """
-    ranked = sorted(
-        (key for key in keys if not key.is_baseline),
-        key=lambda key: key.order,
+def best_per_submitter(rows: QuerySet[Score]) -> QuerySet[Score]:
+    """``rows`` narrowed to each submitter's best (highest aggregate, then the earlier
+    published): a window numbers each owner's rows in the ranking order and the first is
+    kept, in the same query. A baseline is a submitter of its own (the examples account
+    owns several)."""
+    submitter = Case(
+        When(submission__is_baseline=True, then=-F("submission_id")),
+        default=F("submission__owner_id"),
+        output_field=IntegerField(),
     )
-    result: dict[int, tuple[int, bool]] = {}
-    previous: RankKey | None = None
-    rank = 0
-    for position, key in enumerate(ranked, start=1):
-        if previous is not None and _intervals_overlap(previous, key):
-            result[previous.pk] = (rank, True)
-            result[key.pk] = (rank, True)
-        else:
-            rank = position
-            result[key.pk] = (rank, False)
-        previous = key
-    return result
+    position = Window(RowNumber(), partition_by=[submitter], order_by=_ranking_order())
+    return rows.annotate(submitter_position=position).filter(submitter_position=1)
 
 
-def rank_rows(rows: list[Score]) -> dict[int, tuple[int, bool]]:
-    """``rank_keys`` for full rows (``submission`` loaded)."""
-    return rank_keys(
-        RankKey(
-            row.pk,
-            row.aggregate,
-            row.aggregate_ci_low,
-            row.aggregate_ci_high,
-            row.submission.is_baseline,
-            (-row.aggregate, row.published_at, row.pk),
+def board_noise_floor(*, suite: SuiteVersion, hardware: HardwareProfile) -> NoiseFloor:
+    """The board's noise floor (``ranking.noise_floor``): the hardware profile's, or wider
+    where the same bundle (same upload digest) was run more than once on this board and its
+    runs differ by more. One aggregate query over the whole board, whatever the filters."""
+    repeats = (
+        scores_on_board(suite=suite, hardware=hardware)
+        .exclude(submission__upload_sha256="")
+        .order_by()
+        .values("submission__upload_sha256")
+        .annotate(runs=Count("pk"), low=Min("aggregate"), high=Max("aggregate"))
+        .filter(runs__gte=2)
+        .values_list("low", "high")
+    )
+    return noise_floor(device_kind=hardware.device_kind, repeat_ranges=list(repeats))
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    """One row of the board: its score (submission and owner loaded), its rank (None for
+    a baseline) and whether it is tied."""
+
+    score: Score
+    rank: int | None
+    tied: bool
+
+    @property
+    def baseline(self) -> bool:
+        return self.score.submission.is_baseline
+
+    @property
+    def rank_label(self) -> str:
+        return rank_label(self.rank, self.tied)
+
+
+@dataclass
+class Board:
+    """The board as every surface shows it. ``rows``: this page's rows in the sort order,
+    baselines at their place among them (all rows when not paginated); ``count``: rows on
+    the whole board; ``page``: the page (None when not paginated); ranks are over the whole
+    board (every row matching the filters in this view), not this page."""
+
+    rows: list[BoardRow]
+    count: int
+    page: Page | None
+    view: str
+    sort: str
+    noise_floor: NoiseFloor
+
+
+def board(
+    *,
+    suite: SuiteVersion,
+    hardware: HardwareProfile,
+    view: str | None = None,
+    sort: str | None = None,
+    filters: BoardFilters | None = None,
+    operators: list[str] | None = None,
+    page: str | int | None = None,
+    per_page: int | None = None,
+) -> Board:
+    """The one ranking selector: the page, the API, the CSV/JSON downloads and ``atrex board``
+    (through the API) all read the board here, so they show the same rows and ranks.
+
+    Three queries whatever the size of the board: the narrow ``RankKey`` columns of every
+    row (ranks and page bounds; per submitter, a window picks each one's best in the same
+    query), the board's noise floor, then the full rows (submission, owner, campaign) of
+    this page only. ``per_page`` None (the downloads): every row, full, in one query, and
+    the noise floor. ``page`` out of range or invalid: the
+    nearest valid page (``Paginator.get_page``). ``sort`` changes the order of the rows,
+    never their ranks; ``operators`` (the suite's slugs) lets ``sort`` name ``op:<slug>``."""
+    view = view_parse(view)
+    sort = sort_key_parse(sort, operators=operators)
+    rows = leaderboard_rows(suite=suite, hardware=hardware, sort=sort, filters=filters)
+    if view == "best":
+        rows = best_per_submitter(rows)
+    rows = rows.annotate(ranking_position=Window(RowNumber(), order_by=_ranking_order()))
+    floor = board_noise_floor(suite=suite, hardware=hardware)
+    board_page: Page | None = None
+    if per_page is None:
+        # Every row (the downloads): the full rows in one query, their keys read off them.
+        full_rows = list(rows)
+        keys = [
+            RankKey(
+                row.pk,
+                row.aggregate,
+                row.aggregate_ci_low,
+                row.aggregate_ci_high,
+                row.submission.is_baseline,
+                row.ranking_position,
+            )
+            for row in full_rows
+        ]
+        full: dict[int, Score] = {row.pk: row for row in full_rows}
+        shown = keys
+    else:
+        keys = [RankKey(*values) for values in rows.values_list(*RANK_KEY_FIELDS)]
+        board_page = Paginator(keys, per_page).get_page(page)
+        shown = list(board_page.object_list)
+        wanted = [key.pk for key in shown]
+        full = (
+            {
+                row.pk: row
+                for row in Score.objects.filter(pk__in=wanted).select_related(
+                    "submission", "submission__owner", "submission__campaign"
+                )
+            }
+            if wanted
+            else {}
         )
-        for row in rows
+    ranks = rank_keys(keys, floor=floor.relative)
+    return Board(
+        rows=[
+            BoardRow(full[key.pk], *ranks.get(key.pk, (None, False)))
+            for key in shown
+            if key.pk in full
+        ],
+        count=len(keys),
+        page=board_page,
+        view=view,
+        sort=sort,
+        noise_floor=floor,
     )
 
 
-def operator_best(rows: QuerySet[Score], *, operators: list[str]) -> dict[str, float]:
-    """Operator slug -> the best operator score among ``rows`` (0.0 when none), computed
-    by the database in one aggregate query (the heat map's reference per column)."""
+def operator_best(
+    *,
+    suite: SuiteVersion,
+    hardware: HardwareProfile,
+    operators: list[str],
+    filters: BoardFilters | None = None,
+) -> dict[str, float]:
+    """Operator slug -> the best operator score among the board's rows matching ``filters``
+    (0.0 when none), computed by the database in one aggregate query: which operator
+    columns have results. Over every submission, whatever the view (the window that picks
+    each submitter's best would double the query's cost for a column order)."""
     if not operators:
         return {}
+    rows = leaderboard_rows(suite=suite, hardware=hardware, filters=filters)
     best = rows.order_by().aggregate(
         **{
             f"op_{index}": Max(Cast(KeyTextTransform(slug, "operator_scores"), FloatField()))
@@ -199,49 +310,30 @@ def operator_best(rows: QuerySet[Score], *, operators: list[str]) -> dict[str, f
     return {slug: best[f"op_{index}"] or 0.0 for index, slug in enumerate(operators)}
 
 
-BOARD_PAGE_SIZE = 50
+def _has_results(**board: Any) -> Exists:
+    """Whether the board (``suite_version`` and ``hardware``, one an ``OuterRef``) has a row:
+    an EXISTS on the board's index, stopped at the first row."""
+    return Exists(
+        Score.objects.filter(board_q(prefix="submission__"), **board).order_by().values("pk")
+    )
 
 
-@dataclass
-class BoardPage:
-    """One page of the board: ``rows`` are the page's ranked rows in the sort order,
-    ``baselines`` all baseline rows (unranked, pinned), ``ranks`` cover the whole board
-    (every row matching the filters, not only this page), ``page`` the ``RankKey`` page."""
-
-    rows: list[Score]
-    baselines: list[Score]
-    ranks: dict[int, tuple[int, bool]]
-    page: Page
+def hardware_choices(*, suite: SuiteVersion | None) -> QuerySet[HardwareProfile]:
+    """Enabled hardware profiles, each with ``has_results``: whether its board for ``suite``
+    has a row (False: an empty board, marked so in the picker). One query."""
+    profiles = HardwareProfile.objects.filter(enabled=True)
+    if suite is None:
+        return profiles.annotate(has_results=Value(False, output_field=BooleanField()))
+    return profiles.annotate(has_results=_has_results(suite_version=suite, hardware=OuterRef("pk")))
 
 
-def board_page(
-    *,
-    suite: SuiteVersion,
-    hardware: HardwareProfile,
-    sort: str | None = None,
-    filters: BoardFilters | None = None,
-    page: str | int | None = None,
-    per_page: int = BOARD_PAGE_SIZE,
-) -> BoardPage:
-    """A page of ``leaderboard_rows`` in two queries: the narrow ``RankKey`` columns of every
-    row (ranks and page bounds), then the full rows (submission, owner, operator scores)
-    of this page and of the baselines only. ``page`` out of range or invalid: the nearest
-    valid page (``Paginator.get_page``)."""
-    rows = leaderboard_rows(suite=suite, hardware=hardware, sort=sort, filters=filters)
-    ranking = Window(RowNumber(), order_by=_order_by(DEFAULT_SORT)[1:])
-    keys = [
-        RankKey(*values)
-        for values in rows.annotate(ranking_position=ranking).values_list(*RANK_KEY_FIELDS)
-    ]
-    shown = Paginator([key for key in keys if not key.is_baseline], per_page).get_page(page)
-    baseline_pks = [key.pk for key in keys if key.is_baseline]
-    wanted = [key.pk for key in shown.object_list] + baseline_pks
-    full = {row.pk: row for row in rows.filter(pk__in=wanted)} if wanted else {}
-    return BoardPage(
-        rows=[full[key.pk] for key in shown.object_list if key.pk in full],
-        baselines=[full[pk] for pk in baseline_pks if pk in full],
-        ranks=rank_keys(keys),
-        page=shown,
+def suite_choices(*, hardware: HardwareProfile | None) -> QuerySet[SuiteVersion]:
+    """Published suite versions, each with ``has_results`` on ``hardware``. One query."""
+    suites = suite_versions_published()
+    if hardware is None:
+        return suites.annotate(has_results=Value(False, output_field=BooleanField()))
+    return suites.annotate(
+        has_results=_has_results(suite_version=OuterRef("pk"), hardware=hardware)
     )
 
 

@@ -31,6 +31,7 @@ from atrex_site.csv_export import header_with_units, write_rows
 from atrex_site.highlight import highlight_python
 from catalogue import selectors as catalogue_selectors
 from catalogue.models import HardwareProfile, Shape, SuiteVersion
+from catalogue.operator_groups import OperatorGroup, operator_group
 from evaluator import HARNESS_VERSION, figures, reference_docs
 from evaluator.figures import significant
 from evaluator.hardware import HardwareProfile as HardwareSpec
@@ -38,6 +39,8 @@ from evaluator.roofline import t_sol_seconds
 from submissions.models import Score, ShapeResult, Submission
 
 from . import selectors
+from .ranking import NoiseFloor
+from .templatetags.figures import heat_colours
 
 # ------------------------------------------------------------------ shared request parsing
 
@@ -84,18 +87,29 @@ class Column:
     title: str = ""
 
 
-# Sortable headers in board order: (sort key, label, numeric, first click descending).
+# Sortable headers after Rank, in board order: (sort key, label, numeric). The first two
+# (Submission, Score) stay in place when the table scrolls sideways (static/css/board.css).
 BOARD_COLUMNS: list[tuple[str, str, bool]] = [
     ("submission", "Submission", False),
-    ("kind", "Kind", False),
-    ("dsl", "DSL", False),
     ("aggregate", "Score, % of roofline (95% interval)", True),
     ("real_pass_rate", "Real pass", True),
     ("apparent_pass_rate", "Apparent pass", True),
     ("fallback_rate", "Fallback", True),
     ("speedup", "Speedup vs eager", True),
     ("speedup_compile", "Speedup vs torch.compile", True),
+    ("kind", "Kind", False),
+    ("dsl", "DSL", False),
 ]
+
+# How the operator columns are laid out (``?ops=``): the first is the default.
+OPS_LAYOUTS: dict[str, str] = {
+    "results": "operators with results first",
+    "weight": "by weight",
+    "group": "grouped by family",  # families with results first
+    "compact": "one column per family",
+}
+# Heat-map legend stops (shares of the roofline).
+LEGEND_STOPS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 def _url_with(request: HttpRequest, **params: str | int) -> str:
@@ -142,89 +156,209 @@ def _pagination(request: HttpRequest, page: Page) -> dict[str, Any]:
     }
 
 
-def _table_item(row: Score, ranks: dict[int, tuple[int, bool]], slugs, best) -> dict[str, Any]:
-    rank, tied = ranks.get(row.pk, (None, False))
+@dataclass
+class OperatorColumn:
+    """An operator's column (or, in the compact layout, a family's)."""
+
+    header: Column
+    slugs: list[str]  # the operators it shows (one, or a family's)
+    weights: list[float]  # their importance
+    importance: float
+    group: OperatorGroup
+    has_results: bool
+    label_parts: list[str]  # the label split at underscores (the header may wrap there)
+    operator_slug: str = ""  # "" for a family column
+
+    def cell(self, operator_scores: dict[str, float]) -> float | None:
+        """The column's value for a row: the operator's score, or for a family the
+        importance-weighted mean of its operators' scores (as the aggregate weighs them)."""
+        if self.operator_slug:
+            return operator_scores.get(self.operator_slug)
+        if not self.importance:
+            return None
+        total = sum(
+            weight * (operator_scores.get(slug) or 0.0)
+            for slug, weight in zip(self.slugs, self.weights, strict=True)
+        )
+        return total / self.importance
+
+
+def _operator_columns(
+    request: HttpRequest, sort: str, operators: list, best: dict[str, float], layout: str
+) -> tuple[list[OperatorColumn], list[tuple[OperatorGroup, int]]]:
+    """The operator columns in the layout's order, and for the grouped layout the family
+    headers over them (family, number of columns)."""
+    columns = []
+    for op in operators:  # most important first
+        slug = op.operator.slug
+        header = _column(request, sort, f"op:{slug}", slug, True)
+        header.title = f"importance {op.importance:.3f}"
+        has_results = best.get(slug, 0.0) > 0
+        if not has_results:
+            header.title += "; no result above 0 on this board"
+        columns.append(
+            OperatorColumn(
+                header=header,
+                slugs=[slug],
+                weights=[op.importance],
+                importance=op.importance,
+                group=operator_group(slug),
+                has_results=has_results,
+                label_parts=slug.split("_"),
+                operator_slug=slug,
+            )
+        )
+    if layout == "results":
+        columns.sort(key=lambda column: not column.has_results)  # stable: weight within
+        return columns, []
+    if layout == "weight":
+        return columns, []
+    families: dict[str, list[OperatorColumn]] = {}
+    for column in columns:
+        families.setdefault(column.group.slug, []).append(column)
+    # Families with a result first (as the default layout puts operators), each part by
+    # the family's total importance.
+    ordered = sorted(
+        families.values(),
+        key=lambda members: (
+            not any(c.has_results for c in members),
+            -sum(c.importance for c in members),
+        ),
+    )
+    if layout == "group":
+        # Within a family too, the operators with results first (each part by weight).
+        ordered = [sorted(members, key=lambda c: not c.has_results) for members in ordered]
+        flat = [column for members in ordered for column in members]
+        return flat, [(members[0].group, len(members)) for members in ordered]
+    compact = []
+    for members in ordered:
+        group = members[0].group
+        header = Column(f"group:{group.slug}", group.label, True, "", "none")
+        header.title = ", ".join(column.operator_slug for column in members)
+        compact.append(
+            OperatorColumn(
+                header=header,
+                slugs=[column.operator_slug for column in members],
+                weights=[column.importance for column in members],
+                importance=sum(column.importance for column in members),
+                group=group,
+                has_results=any(column.has_results for column in members),
+                label_parts=[group.label],
+            )
+        )
+    return compact, []
+
+
+def _table_item(row: selectors.BoardRow, op_columns: list[OperatorColumn]) -> dict[str, Any]:
+    score = row.score
     return {
-        "score": row,
-        "submission": row.submission,
-        "rank": rank,
-        "tied": tied,
-        "operator_cells": [(row.operator_scores.get(slug), best[slug]) for slug in slugs],
+        "score": score,
+        "submission": score.submission,
+        "rank": row.rank,
+        "tied": row.tied,
+        "rank_label": row.rank_label,
+        # (value, whether its column has any result above 0 on this board)
+        "cells": [
+            (column.cell(score.operator_scores), column.has_results) for column in op_columns
+        ],
         # An agent row's campaign (selected with the row; bundles have none).
-        "campaign": getattr(row.submission, "campaign", None),
+        "campaign": getattr(score.submission, "campaign", None),
     }
 
 
+def _noise_floor_text(floor: NoiseFloor, hardware: HardwareProfile) -> str:
+    text = f"{floor.profile * 100:g}% for {hardware.device_kind.upper()} profiles"
+    if floor.measured is not None:
+        bundles = "bundle" if floor.repeats == 1 else "bundles"
+        text += (
+            f"; {floor.repeats} {bundles} run more than once on this board differ by up to "
+            f"{significant(floor.measured * 100, 2)}%"
+        )
+    return text
+
+
 def _board_context(request: HttpRequest, *, paginate: bool = True) -> dict[str, Any]:
-    """The board's context. Paginated (the page), ``BOARD_PAGE_SIZE`` ranked rows of
-    ``?page=N`` with the baselines pinned on every page; ranks and the heat map's column
-    best are over every row matching the filters. Not paginated (the downloads): all rows."""
+    """The board's context from ``selectors.board`` (the one ranking selector). Paginated
+    (the page): ``BOARD_PAGE_SIZE`` rows of ``?page=N``; not paginated (the downloads): all
+    rows. Ranks are over every row of the board in this view and these filters."""
     suite, hardware = _suite_and_hardware(request)
     operators = catalogue_selectors.suite_operators(suite=suite) if suite else []
     slugs = [op.operator.slug for op in operators]
-    sort = selectors.sort_key_parse(request.GET.get("sort"), operators=slugs)
+    view = selectors.view_parse(request.GET.get("view"))
+    layout = request.GET.get("ops", "")
+    layout = layout if layout in OPS_LAYOUTS else next(iter(OPS_LAYOUTS))
     filters = _filters(request)
-    baselines: list[Score] = []
-    ranked: list[Score] = []
-    ranks: dict[int, tuple[int, bool]] = {}
+    sort = selectors.sort_key_parse(request.GET.get("sort"), operators=slugs)
+    board = None
     best = dict.fromkeys(slugs, 0.0)
-    pagination = None
-    if suite and hardware and paginate:
-        board_page = selectors.board_page(
+    if suite and hardware:
+        board = selectors.board(
             suite=suite,
             hardware=hardware,
+            view=view,
             sort=sort,
             filters=filters,
+            operators=slugs,
             page=request.GET.get("page"),
+            per_page=selectors.BOARD_PAGE_SIZE if paginate else None,
         )
-        baselines, ranked, ranks = board_page.baselines, board_page.rows, board_page.ranks
-        if baselines or ranked:
+        if board.count and paginate:
             best = selectors.operator_best(
-                selectors.leaderboard_rows(suite=suite, hardware=hardware, filters=filters),
-                operators=slugs,
+                suite=suite, hardware=hardware, operators=slugs, filters=filters
             )
-        pagination = _pagination(request, board_page.page)
-    elif suite and hardware:
-        rows = list(
-            selectors.leaderboard_rows(suite=suite, hardware=hardware, sort=sort, filters=filters)
-        )
-        ranks = selectors.rank_rows(rows)
-        best = {
-            slug: max((row.operator_scores.get(slug) or 0.0 for row in rows), default=0.0)
-            for slug in slugs
-        }
-        baselines = [row for row in rows if row.submission.is_baseline]
-        ranked = [row for row in rows if not row.submission.is_baseline]
+    op_columns, op_groups = _operator_columns(request, sort, operators, best, layout)
     columns = [_column(request, sort, key, label, numeric) for key, label, numeric in BOARD_COLUMNS]
-    op_columns = []
-    for op in operators:
-        column = _column(request, sort, f"op:{op.operator.slug}", op.operator.slug, True)
-        column.title = f"importance {significant(op.importance)}"
-        op_columns.append(column)
     date_column = _column(request, sort, "date", "Date", True)
-    labels = {column.key: column.label for column in [*columns, *op_columns, date_column]}
+    labels = {
+        column.key: column.label
+        for column in [*columns, *(c.header for c in op_columns), date_column]
+    }
     sort_key = sort.removeprefix("-")
     sort_label = labels.get(sort_key, sort_key) + (" score" if sort_key.startswith("op:") else "")
     sort_label += ", high to low" if sort.startswith("-") else ", low to high"
     query = request.GET.copy()
     query.pop("page", None)
+    # The pickers and the DSL choices are the page's (the downloads need none).
+    hardware_profiles = list(selectors.hardware_choices(suite=suite)) if paginate else []
+    suites = list(selectors.suite_choices(hardware=hardware)) if paginate else []
     return {
         "suite": suite,
         "hardware": hardware,
-        "suites": catalogue_selectors.suite_versions_published(),
-        "hardware_profiles": HardwareProfile.objects.filter(enabled=True),
+        "suites": suites,
+        "hardware_profiles": hardware_profiles,
+        # Boards with results to point to from an empty one.
+        "boards_elsewhere": [
+            (suite, profile) for profile in hardware_profiles if profile.has_results
+        ]
+        + [(other, hardware) for other in suites if other.has_results and other != suite],
         "operators": operators,
+        "board": board,
+        "view": view,
+        "view_urls": {name: _url_with(request, view=name) for name in selectors.BOARD_VIEWS},
+        "layout": layout,
+        "layouts": [
+            (name, label, _url_with(request, ops=name)) for name, label in OPS_LAYOUTS.items()
+        ],
+        "empty_operators": sum(1 for column in op_columns if not column.has_results),
         "sort": sort,
         "sort_label": sort_label,
         "filters": filters,
         "kinds": Submission.Kind.choices,
-        "dsls": selectors.board_dsls(suite=suite, hardware=hardware) if suite and hardware else [],
+        "dsls": selectors.board_dsls(suite=suite, hardware=hardware)
+        if suite and hardware and paginate
+        else [],
         "columns": columns,
         "op_columns": op_columns,
+        "op_groups": op_groups,
         "date_column": date_column,
-        "baselines": [_table_item(row, ranks, slugs, best) for row in baselines],
-        "table": [_table_item(row, ranks, slugs, best) for row in ranked],
-        "pagination": pagination,
+        "column_count": 2 + len(columns) + len(op_columns),
+        # The downloads write the operator scores themselves: no heat-map cells to compute.
+        "table": [_table_item(row, op_columns if paginate else []) for row in board.rows]
+        if board
+        else [],
+        "noise_floor": _noise_floor_text(board.noise_floor, hardware) if board and hardware else "",
+        "legend": [(stop, heat_colours(stop, 1.0)) for stop in LEGEND_STOPS],
+        "pagination": _pagination(request, board.page) if board and board.page else None,
         "query": query.urlencode(),
     }
 
@@ -260,7 +394,7 @@ BOARD_FIELDS = [
 
 def _board_records(context: dict[str, Any]) -> list[dict[str, Any]]:
     records = []
-    for item in context["baselines"] + context["table"]:
+    for item in context["table"]:
         score, submission = item["score"], item["submission"]
         records.append(
             {
@@ -297,7 +431,7 @@ def _attachment(response: HttpResponse, filename: str) -> HttpResponse:
 
 @require_GET
 def board_download(request: HttpRequest, fmt: str) -> HttpResponse:
-    """The board as CSV or JSON: the same query, sort and filters as the page."""
+    """The board as CSV or JSON: the same selector, view, sort and filters as the page."""
     if fmt not in ("csv", "json"):
         raise Http404("Downloads are .csv or .json.")
     context = _board_context(request, paginate=False)
@@ -310,7 +444,9 @@ def board_download(request: HttpRequest, fmt: str) -> HttpResponse:
         body = {
             "suite": context["suite"].slug,
             "hardware": context["hardware"].slug,
+            "view": context["view"],
             "sort": context["sort"],
+            "noise_floor": context["board"].noise_floor.relative,
             "results": records,
         }
         response = JsonResponse(body, encoder=DjangoJSONEncoder)
@@ -483,10 +619,11 @@ def operator_detail(request: HttpRequest, slug: str) -> HttpResponse:
     if entry is None:
         raise Http404(f"{slug} is not in {suite.slug}.")
     spec = _hardware_spec(hardware)
-    rows = list(selectors.leaderboard_rows(suite=suite, hardware=hardware))
-    ranks = selectors.rank_rows(rows)
-    ranked = [row for row in rows if not row.submission.is_baseline]
-    baselines = [row for row in rows if row.submission.is_baseline]
+    # The board as its default view shows it (each submitter's best), with its ranks.
+    rows = selectors.board(suite=suite, hardware=hardware).rows
+    ranks = {row.score.pk: (row.rank, row.tied) for row in rows}
+    ranked = [row.score for row in rows if not row.baseline]
+    baselines = [row.score for row in rows if row.baseline]
     shapes = catalogue_selectors.operator_public_shapes(
         suite=suite,
         operator=slug,

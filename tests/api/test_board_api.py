@@ -8,15 +8,23 @@ pytestmark = pytest.mark.django_db
 
 
 def test_board_ranks_best_first_across_pages(api, publish, schema_check):
+    from tests.factories import UserFactory
+
+    # Three submitters; 0.2 is more than the CPU board's noise floor (50 %) below 0.6 and
+    # 0.4 is not.
     for index, fraction in enumerate([0.2, 0.6, 0.4]):
-        publish(fraction=fraction, title=f"k{index}")
+        publish(fraction=fraction, title=f"k{index}", owner=UserFactory())
     first = api.get("/api/leaderboard/", {"suite": "atrex-bench-v0.1", "hardware": "cpu-dev",
                                           "page_size": 2}).json()  # fmt: skip
     schema_check("BoardPage", first)
     assert first["count"] == 3 and first["next"] and first["previous"] is None
-    assert [(row["rank"], row["title"]) for row in first["results"]] == [(1, "k1"), (2, "k2")]
+    ranks = [(row["rank"], row["tied"], row["title"]) for row in first["results"]]
+    assert ranks == [(1, True, "k1"), (1, True, "k2")]
     second = api.get(first["next"]).json()
-    assert [(row["rank"], row["title"]) for row in second["results"]] == [(3, "k0")]
+    assert [(row["rank"], row["tied"], row["title"]) for row in second["results"]] == [
+        (3, False, "k0")
+    ]
+    assert first["view"] == "best" and first["noise_floor"] == pytest.approx(0.5)
     top = first["results"][0]
     assert top["aggregate"] == pytest.approx(0.6)
     assert set(top["operator_scores"]) == set(first["operators"])

@@ -1,5 +1,7 @@
 """The board in a real browser: sorting by clicking a header, the roofline chart drawn by
-plotly on a submission page, and the CSV download. Rows are imported results (no worker)."""
+plotly on a submission page, the CSV download, the Rank, Submission and Score columns held in
+place while the table scrolls sideways, and the phone layout. Rows are imported results (no
+worker)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import io
 
 import pytest
 
+from tests.factories import UserFactory
 from tests.leaderboard.results_factory import publish_row
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -27,7 +30,7 @@ def test_board_sorts_by_header_draws_the_roofline_and_downloads_csv(
         fraction={"rms_norm": 0.05, "silu_and_mul": 0.9, "fused_add_rms_norm": 0.9},
     )
     norm = publish_row(
-        owner=user,
+        owner=UserFactory(),
         suite=catalogue,
         title="norm specialist",
         fraction={"rms_norm": 0.9, "silu_and_mul": 0.1, "fused_add_rms_norm": 0.1},
@@ -117,3 +120,51 @@ def test_submission_page_filters_shapes_in_place_and_leads_with_the_score_on_a_p
     assert score is not None and 0 <= score["y"] and score["y"] + score["height"] <= 844
     assert page.evaluate("document.documentElement.scrollWidth") <= 390  # no sideways page
     page.screenshot(path=str(tmp_path / "submission-phone.png"))
+
+
+def _rect(page, selector: str) -> dict:
+    return page.eval_on_selector(
+        selector,
+        "e => { const r = e.getBoundingClientRect();"
+        " return {left: r.left, right: r.right, width: r.width}; }",
+    )
+
+
+def test_rank_name_and_score_stay_in_place_when_scrolling_and_lead_on_a_phone(
+    close_other_db_sessions_at_the_end, page, live_server, catalogue, tmp_path
+):
+    for title, fraction in (("first", 0.9), ("second", 0.2)):
+        publish_row(owner=UserFactory(), suite=catalogue, title=title, fraction=fraction)
+    page.set_viewport_size({"width": 900, "height": 800})
+    page.goto(f"{live_server.url}/?suite=atrex-bench-v0.1&hardware=cpu-dev")
+    row = "#ranked tr[data-submission]:first-child"
+    sticky = [f"{row} > td.col-rank", f"{row} > th.col-name", f"{row} > td.col-score"]
+    moving = f"{row} > td:nth-child(4)"  # Real pass
+    before = [_rect(page, cell) for cell in sticky]
+    moving_before = _rect(page, moving)
+    scrolled = page.eval_on_selector(
+        "#board-scroll", "e => { e.scrollLeft = e.scrollWidth; return e.scrollLeft; }"
+    )
+    assert scrolled > 100, "the table should be wider than a 900 px window"
+    page.wait_for_function(
+        "x => document.querySelector('#board-scroll').scrollLeft === x", arg=scrolled
+    )
+    after = [_rect(page, cell) for cell in sticky]
+    assert after == before  # held in place, and so still on screen
+    assert all(rect["left"] >= 0 and rect["right"] <= 900 for rect in after)
+    assert _rect(page, moving)["left"] == pytest.approx(moving_before["left"] - scrolled, abs=1)
+
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(f"{live_server.url}/?suite=atrex-bench-v0.1&hardware=cpu-dev")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    phone = [_rect(page, cell) for cell in sticky]
+    assert all(rect["width"] > 0 and 0 <= rect["left"] and rect["right"] <= 390 for rect in phone)
+    assert _rect(page, moving)["width"] == 0  # the other columns wait for a wider screen
+    # The table leads: it starts above the filters.
+    assert _rect(page, "#board")["left"] >= 0
+    table_top = page.eval_on_selector("#board", "e => e.getBoundingClientRect().top")
+    filters_top = page.eval_on_selector("#board-filters", "e => e.getBoundingClientRect().top")
+    assert table_top < filters_top
+    assert page.locator(f"{row} > td.col-rank").inner_text() == "1"
+    assert page.locator(f"{row} > td.col-score").inner_text().startswith("90")
+    page.screenshot(path=str(tmp_path / "board-390.png"), full_page=True)

@@ -13,7 +13,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from leaderboard.templatetags.figures import contrast_ratio, heat_colours
+from leaderboard.templatetags.figures import contrast_ratio, heat_colours, percent
 from submissions.models import Score, Submission
 from tests.factories import UserFactory
 from tests.leaderboard.results_factory import publish_row
@@ -36,13 +36,14 @@ def _ranked_titles(html: str) -> list[str]:
 
 def _ranks(html: str) -> list[str]:
     ranked = html.split('id="ranked"', 1)[1]
-    cells = re.findall(r'<td class="rank">(.*?)</td>', ranked, flags=re.S)
+    cells = re.findall(r'<td class="col-rank">(.*?)</td>', ranked, flags=re.S)
     return [re.sub(r"<[^>]+>", "", cell).strip() for cell in cells]
 
 
 @pytest.fixture
 def board_rows(catalogue, user):
-    """Three ranked rows (one Triton agent, two bundles) and a baseline."""
+    """Three ranked rows of three submitters (one Triton agent, two bundles) and a
+    baseline, on the CPU board (noise floor 50 %: fast and middle tie)."""
     fast = publish_row(
         owner=user,
         suite=catalogue,
@@ -52,44 +53,47 @@ def board_rows(catalogue, user):
     )
     Submission.objects.filter(pk=fast.pk).update(kind=Submission.Kind.AGENT)
     middle = publish_row(
-        owner=user,
+        owner=UserFactory(),
         suite=catalogue,
         title="middle",
         dsl="cuda",
         fraction={"rms_norm": 0.8, "silu_and_mul": 0.3, "fused_add_rms_norm": 0.3},
     )
-    slow = publish_row(owner=user, suite=catalogue, title="slow", dsl="triton", fraction=0.05)
+    slow = publish_row(
+        owner=UserFactory(), suite=catalogue, title="slow", dsl="triton", fraction=0.05
+    )
     base = publish_row(
         owner=user, suite=catalogue, title="eager", dsl="", fraction=0.01, is_baseline=True
     )
     return {"fast": fast, "middle": middle, "slow": slow, "base": base}
 
 
-def test_board_ranks_submissions_and_pins_baselines_apart(client, board_rows):
+def test_board_ranks_submissions_and_lists_baselines_unranked_at_their_place(client, board_rows):
     html = _board(client)
-    assert _ranked_titles(html) == ["fast", "middle", "slow"]
-    assert _ranks(html) == ["1", "2", "3"]
-    baselines = html.split('id="baselines"', 1)[1].split('id="ranked"', 1)[0]
-    assert "Baselines (not ranked)" in baselines and ">eager<" in baselines
-    assert '<td class="rank"><span class="sub">baseline</span></td>' in baselines
+    assert _ranked_titles(html) == ["fast", "middle", "slow", "eager"]
+    # fast and middle are within the CPU board's 50 % noise floor of each other.
+    assert _ranks(html) == ["=1", "=1", "3", "–"]
+    assert f'<tr data-submission="{board_rows["base"].pk}" class="baseline">' in html
+    assert 'title="baseline: not ranked"' in html
 
 
 def test_sorting_by_a_column_is_done_by_the_server(client, board_rows):
     by_rms = _board(client, sort="-op:rms_norm")
-    assert _ranked_titles(by_rms) == ["middle", "fast", "slow"]
+    assert _ranked_titles(by_rms) == ["middle", "fast", "slow", "eager"]
     # The rank stays the score's rank whatever the display order.
-    assert _ranks(by_rms) == ["2", "1", "3"]
+    assert _ranks(by_rms) == ["=1", "=1", "3", "–"]
     assert re.search(
         r'aria-sort="descending"[^>]*><a class="sort" href="[^"]*sort=op%3Arms_norm', by_rms
     )
     ascending = _board(client, sort="aggregate")
-    assert _ranked_titles(ascending) == ["slow", "middle", "fast"]
+    assert _ranked_titles(ascending) == ["eager", "slow", "middle", "fast"]
     assert 'aria-sort="ascending"' in ascending
     by_title = _board(client, sort="submission")
-    assert _ranked_titles(by_title) == ["fast", "middle", "slow"]
+    assert _ranked_titles(by_title) == ["eager", "fast", "middle", "slow"]
     # An unknown key falls back to the ranking order instead of failing.
-    assert _ranked_titles(_board(client, sort="-op:nope")) == ["fast", "middle", "slow"]
-    assert _ranked_titles(_board(client, sort="password")) == ["fast", "middle", "slow"]
+    ranking = ["fast", "middle", "slow", "eager"]
+    assert _ranked_titles(_board(client, sort="-op:nope")) == ranking
+    assert _ranked_titles(_board(client, sort="password")) == ranking
 
 
 def test_filters_narrow_the_board(client, board_rows):
@@ -98,17 +102,30 @@ def test_filters_narrow_the_board(client, board_rows):
     old = timezone.now() - timedelta(days=40)
     Score.objects.filter(submission=board_rows["middle"]).update(published_at=old)
     since = (timezone.now() - timedelta(days=7)).date().isoformat()
-    assert _ranked_titles(_board(client, **{"from": since})) == ["fast", "slow"]
+    assert _ranked_titles(_board(client, **{"from": since})) == ["fast", "slow", "eager"]
     until = (timezone.now() - timedelta(days=30)).date().isoformat()
     assert _ranked_titles(_board(client, to=until)) == ["middle"]
-    assert _ranked_titles(_board(client, **{"from": "not-a-date"})) == ["fast", "middle", "slow"]
+    assert _ranked_titles(_board(client, **{"from": "not-a-date"})) == [
+        "fast",
+        "middle",
+        "slow",
+        "eager",
+    ]
 
 
 def test_rows_whose_intervals_overlap_share_a_rank(client, catalogue, user):
-    publish_row(owner=user, suite=catalogue, title="a", fraction=0.50, spread=0.2)
-    publish_row(owner=user, suite=catalogue, title="b", fraction=0.48, spread=0.2)
-    publish_row(owner=user, suite=catalogue, title="c", fraction=0.10, spread=0.01)
-    html = _board(client)
+    # On a GPU board (noise floor 1 %): 0.50 and 0.45 are apart by more than the floor but
+    # their intervals (20 % timing spread) overlap.
+    for title, fraction, spread in (("a", 0.50, 0.2), ("b", 0.45, 0.2), ("c", 0.10, 0.01)):
+        publish_row(
+            owner=UserFactory(),
+            suite=catalogue,
+            hardware_slug="h200-sxm",
+            title=title,
+            fraction=fraction,
+            spread=spread,
+        )
+    html = _board(client, hardware="h200-sxm")
     assert _ranked_titles(html) == ["a", "b", "c"]
     assert _ranks(html) == ["=1", "=1", "3"]
 
@@ -120,7 +137,14 @@ def test_hidden_private_and_unpublished_rows_are_not_on_the_board(
     Submission.objects.filter(pk=board_rows["middle"].pk).update(visibility="private")
     held = publish_row(owner=user, suite=catalogue, title="held", fraction=3.0)
     assert held.status == Submission.Status.HELD_FOR_REVIEW
-    assert _ranked_titles(_board(client)) == ["fast"]
+    assert _ranked_titles(_board(client, view="all")) == ["fast", "eager"]
+
+
+# suite, hardware, operators, the narrow rank keys (each submitter's best picked in the
+# same query), the board's noise floor, the page's full rows, which operator columns have
+# results, DSL choices, the suite and hardware pickers (each with its board's row count):
+# the count does not grow with the rows (no per-row owner or submission query).
+QUERIES = 10
 
 
 def _row_queries(captured) -> list[str]:
@@ -136,23 +160,24 @@ def test_board_rows_come_from_one_query(
 ):
     for index in range(4):
         publish_row(owner=UserFactory(), suite=catalogue, title=f"extra {index}", fraction=0.02)
-    # suite, hardware, operators, the narrow rank keys, the page's full rows, the column best
-    # of the heat map, DSL choices, suite and hardware lists: the count does not grow with
-    # the rows (no per-row owner or submission query).
-    with django_assert_max_num_queries(9) as captured:
-        html = _board(client)
+    with django_assert_max_num_queries(QUERIES) as captured:
+        html = _board(client, view="all")
     full = [sql for sql in _row_queries(captured) if '"operator_scores"' in sql]
     assert len(full) == 1 and '"auth_user"' in full[0]
     narrow = [sql for sql in _row_queries(captured) if sql not in full]
     assert len(narrow) == 1 and '"auth_user"' not in narrow[0]
-    assert len(_ranked_titles(html)) == 7
+    assert len(_ranked_titles(html)) == 8
 
 
 @pytest.fixture
 def long_board(catalogue, user):
-    """120 ranked rows "row 000" (best) to "row 119" and one baseline; rows 049 and 050
-    (ranks 50 and 51, either side of the first page break) have overlapping intervals."""
-    first = publish_row(owner=user, suite=catalogue, title="row 000", fraction=0.9)
+    """One submitter's 120 rows "row 000" (best) to "row 119", each 3 % below the one above
+    (more than the GPU board's 1 % noise floor), and one baseline below them all, on the
+    H200 board; rows 049 and 050 (ranks 50 and 51, either side of the first page break)
+    have overlapping intervals."""
+    first = publish_row(
+        owner=user, suite=catalogue, hardware_slug="h200-sxm", title="row 000", fraction=0.9
+    )
     template = Score.objects.get(submission=first)
     now = timezone.now()
     for index in range(120):
@@ -166,13 +191,23 @@ def long_board(catalogue, user):
             score.submission = submission
         else:
             score = template
-        score.aggregate = 0.9 - index * 0.005
+        score.aggregate = 0.9 * 0.97**index
         tied = index in (49, 50)
-        score.aggregate_ci_low = score.aggregate - 0.003 if tied else None
-        score.aggregate_ci_high = score.aggregate + 0.003 if tied else None
+        score.aggregate_ci_low = score.aggregate * 0.98 if tied else None
+        score.aggregate_ci_high = score.aggregate * 1.02 if tied else None
         score.published_at = now - timedelta(minutes=index)
         score.save()
-    publish_row(owner=user, suite=catalogue, title="eager", fraction=0.01, is_baseline=True)
+    publish_row(
+        owner=user,
+        suite=catalogue,
+        hardware_slug="h200-sxm",
+        title="eager",
+        fraction=0.01,
+        is_baseline=True,
+    )
+
+
+LONG = {"hardware": "h200-sxm", "view": "all"}
 
 
 def _expected_rank(index: int) -> str:
@@ -180,26 +215,27 @@ def _expected_rank(index: int) -> str:
 
 
 def test_board_is_paginated_with_ranks_over_the_whole_board(client, long_board):
-    first = _board(client)
+    first = _board(client, **LONG)
     assert _ranked_titles(first) == [f"row {i:03d}" for i in range(50)]
     assert _ranks(first) == [_expected_rank(i) for i in range(50)]
-    second = _board(client, page=2)
+    second = _board(client, page=2, **LONG)
     assert _ranked_titles(second) == [f"row {i:03d}" for i in range(50, 100)]
     assert _ranks(second) == [_expected_rank(i) for i in range(50, 100)]
-    assert "Submissions 51–100 of 120 (page 2 of 3)" in second
-    third = _board(client, page=3)
-    assert _ranked_titles(third) == [f"row {i:03d}" for i in range(100, 120)]
-    assert _ranks(third)[-1] == "120"
-    # The baselines are pinned on every page; a page out of range shows the last one.
-    for html in (first, second, third):
-        assert ">eager<" in html.split('id="baselines"', 1)[1].split('id="ranked"', 1)[0]
-    assert _ranked_titles(_board(client, page=99)) == _ranked_titles(third)
-    assert _ranked_titles(_board(client, page="x")) == _ranked_titles(first)
+    assert "Rows 51–100 of 121 (page 2 of 3)" in second
+    third = _board(client, page=3, **LONG)
+    # The baseline is listed at its score's place (last here), unranked.
+    assert _ranked_titles(third) == [f"row {i:03d}" for i in range(100, 120)] + ["eager"]
+    assert _ranks(third)[-2:] == ["120", "–"]
+    assert _ranked_titles(_board(client, page=99, **LONG)) == _ranked_titles(third)
+    assert _ranked_titles(_board(client, page="x", **LONG)) == _ranked_titles(first)
+    # Each submitter's best (the default): the one submitter's best row and the baseline.
+    best = _board(client, hardware="h200-sxm")
+    assert _ranked_titles(best) == ["row 000", "eager"] and _ranks(best) == ["1", "–"]
 
 
 def test_pages_follow_the_sort_and_links_keep_sort_and_filters(client, long_board):
     # Oldest first: row 119 is the oldest, so page 2 holds rows 069 down to 020.
-    html = _board(client, sort="date", dsl="triton", page=2)
+    html = _board(client, sort="date", dsl="triton", page=2, **LONG)
     assert _ranked_titles(html) == [f"row {i:03d}" for i in range(69, 19, -1)]
     assert _ranks(html)[0] == "70"  # the rank stays the score's rank, whatever the sort
     nav = html.split('id="board-pages"', 1)[1].split("</nav>", 1)[0]
@@ -207,6 +243,7 @@ def test_pages_follow_the_sort_and_links_keep_sort_and_filters(client, long_boar
     assert any("page=3" in link for link in links) and any("page=1" in link for link in links)
     for link in links:
         assert "sort=date" in link and "dsl=triton" in link and "suite=atrex-bench-v0.1" in link
+        assert "view=all" in link
     # A new sort starts on page 1; the downloads are the complete board.
     head = html.split("<thead>", 1)[1].split("</thead>", 1)[0]
     assert "page=" not in head and "dsl=triton" in head
@@ -222,8 +259,8 @@ def test_board_page_queries_stay_constant_with_120_rows(
     client, long_board, django_assert_max_num_queries
 ):
     for page in (1, 3):
-        with django_assert_max_num_queries(9) as captured:
-            _board(client, page=page, sort="-op:rms_norm")
+        with django_assert_max_num_queries(QUERIES) as captured:
+            _board(client, page=page, sort="-op:rms_norm", **LONG)
         full = [sql for sql in _row_queries(captured) if '"auth_user"' in sql]
         assert len(full) == 1 and len(_row_queries(captured)) == 2
 
@@ -282,12 +319,22 @@ def test_submission_page_compares_speed_with_torch_compile_not_bars_of_zero(
     assert all(trace["orientation"] == "h" for trace in bars["data"])
 
 
-def test_heat_map_cells_are_shaded_relative_to_the_column_best(client, board_rows):
+def test_heat_map_shades_cells_on_the_absolute_roofline_scale_with_a_legend(client, board_rows):
     html = _board(client)
-    styles = re.findall(r'class="num op heat" style="([^"]*)">([^<]*)<', html)
-    assert styles
-    best_cells = [style for style, value in styles if value == "90.0%"]
-    assert best_cells and all("#0b3d7a" in style and "#ffffff" in style for style in best_cells)
+    cells = re.findall(r'class="num op heat" style="([^"]*)">([^<]*)<', html)
+    shades = {value: style for style, value in cells}
+
+    def shade(share: float) -> str:
+        background, text = heat_colours(share, 1.0)
+        return f"background-color:{background};color:{text}"
+
+    # 90 % is the best of its column, yet not the 100 % end of the scale; 5 % (the best
+    # of nothing) is nearly white, however the column's best compares.
+    assert shades[percent(0.9)] == shade(0.9) and "#0b3d7a" not in shades[percent(0.9)]
+    assert shades[percent(0.05)] == shade(0.05)
+    legend = html.split('id="heat-legend"', 1)[1].split("</div>", 1)[0]
+    assert re.findall(r">([^<]+)</li>", legend) == ["0%", "25%", "50%", "75%", "100%"]
+    assert shade(1.0) in legend
 
 
 @pytest.mark.parametrize("share", [i / 20 for i in range(21)])
@@ -304,14 +351,20 @@ def test_board_downloads_parse_and_follow_the_page(client, board_rows):
     response = client.get(reverse("leaderboard:board-download", args=["csv"]), CPU)
     assert response.status_code == 200 and "attachment" in response["Content-Disposition"]
     records = list(csv.DictReader(io.StringIO(response.content.decode())))
-    assert [r["title"] for r in records] == ["eager", "fast", "middle", "slow"]
-    assert [r["rank"] for r in records] == ["", "1", "2", "3"]
-    assert float(records[1]["op:silu_and_mul (roofline fraction 0-1)"]) == pytest.approx(0.9)
+    assert [r["title"] for r in records] == ["fast", "middle", "slow", "eager"]
+    assert [(r["rank"], r["tied"]) for r in records] == [
+        ("1", "True"),
+        ("1", "True"),
+        ("3", "False"),
+        ("", "False"),
+    ]
+    assert float(records[0]["op:silu_and_mul (roofline fraction 0-1)"]) == pytest.approx(0.9)
     data = client.get(
         reverse("leaderboard:board-download", args=["json"]), {**CPU, "sort": "-op:rms_norm"}
     ).json()
-    assert [r["title"] for r in data["results"]] == ["eager", "middle", "fast", "slow"]
-    assert data["results"][1]["operator_scores"]["rms_norm"] == pytest.approx(0.8)
+    assert [r["title"] for r in data["results"]] == ["middle", "fast", "slow", "eager"]
+    assert data["results"][0]["operator_scores"]["rms_norm"] == pytest.approx(0.8)
+    assert data["view"] == "best" and data["noise_floor"] == pytest.approx(0.5)
     assert client.get(reverse("leaderboard:board-download", args=["xml"]), CPU).status_code == 404
 
 
