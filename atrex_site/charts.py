@@ -481,11 +481,12 @@ def history_figure(
 
 
 def operator_score_strip_figure(
-    *, operator: str, points: Sequence[tuple[str, int | None, float]]
+    *, operator: str, points: Sequence[tuple[str, str | None, float]]
 ) -> dict[str, Any]:
     """One operator's score (% of roofline) across the board's ranked submissions: a dot per
     submission on one horizontal axis, labelled with its board rank and title on hover.
-    ``points`` are (title, board rank, operator score as a fraction) in ranking order."""
+    ``points`` are (title, board rank as the board writes it, "=1" for a tie, operator score
+    as a fraction) in ranking order."""
     return {
         "data": [
             {

@@ -357,7 +357,8 @@ def _board_context(request: HttpRequest, *, paginate: bool = True) -> dict[str, 
         if board
         else [],
         "noise_floor": _noise_floor_text(board.noise_floor, hardware) if board and hardware else "",
-        "legend": [(stop, heat_colours(stop, 1.0)) for stop in LEGEND_STOPS],
+        # Whole percentages: a scale's marks, not measured figures (no "25.0%").
+        "legend": [(f"{stop:.0%}", heat_colours(stop, 1.0)) for stop in LEGEND_STOPS],
         "pagination": _pagination(request, board.page) if board and board.page else None,
         "query": query.urlencode(),
     }
@@ -697,7 +698,12 @@ def operator_detail(request: HttpRequest, slug: str) -> HttpResponse:
             charts.operator_score_strip_figure(
                 operator=slug,
                 points=[
-                    (item["submission"].title, item["rank"], item["score"]) for item in distribution
+                    (
+                        item["submission"].title,
+                        f"{'=' if item['tied'] else ''}{item['rank']}",
+                        item["score"],
+                    )
+                    for item in distribution
                 ],
             )
             if distribution

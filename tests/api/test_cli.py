@@ -133,7 +133,7 @@ def test_board_lists_published_rows(cli, publish):
     assert code == 0
     lines = output.splitlines()
     assert "2 rows (each submitter's best)" in lines[0]
-    assert lines[1].split()[:4] == ["rank", "#", "score", "real"]
+    assert lines[1].split()[:6] == ["rank", "#", "%", "of", "roofline", "real"]
     assert lines[2].split()[0] == "1" and "fast" in lines[2] and " 70.0% " in lines[2]
     assert lines[3].split()[0] == "2" and "slow" in lines[3]
     # Aligned: every figure column ends where its header ends.

@@ -19,7 +19,7 @@ def test_one_point_history_has_a_calendar_axis_and_a_y_range_from_zero():
     layout = figure["layout"]
     assert layout["yaxis"]["range"][0] == 0
     assert layout["yaxis"]["range"][1] > 0.042  # the point is inside, not on the edge
-    assert layout["yaxis"]["tickformat"].endswith("%")  # percentages, not fractions
+    assert layout["yaxis"]["tickformat"] == charts.FRACTION_TICKS  # percentages, not fractions
     xaxis = layout["xaxis"]
     assert xaxis["type"] == "date" and xaxis["tickformat"] == "%Y-%m-%d"
     low, high = (datetime.fromisoformat(end) for end in xaxis["range"])
@@ -87,7 +87,7 @@ def test_operators_nobody_has_a_value_for_are_labelled_and_put_last():
         title="t",
     )
     assert figure["layout"]["yaxis"]["categoryarray"] == ["b (no score)", "a", "c"]
-    assert figure["layout"]["xaxis"]["tickformat"].endswith("%")
+    assert figure["layout"]["xaxis"]["tickformat"] == charts.FRACTION_TICKS
 
 
 def test_roofline_axes_are_written_with_si_units():

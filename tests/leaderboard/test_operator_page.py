@@ -18,6 +18,7 @@ from evaluator import figures, reference_docs
 from evaluator.figures import significant
 from leaderboard import selectors
 from submissions.models import EvaluationRun, ShapeResult
+from tests.factories import UserFactory
 from tests.leaderboard.results_factory import publish_row
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +51,7 @@ def rows(catalogue, user):
         fraction={"rms_norm": 0.2, "silu_and_mul": 0.9, "fused_add_rms_norm": 0.9},
     )
     middle = publish_row(
-        owner=user,
+        owner=UserFactory(),  # another submitter: the board's default view shows both
         suite=catalogue,
         title="middle",
         fraction={"rms_norm": 0.8, "silu_and_mul": 0.3, "fused_add_rms_norm": 0.3},
@@ -218,12 +219,10 @@ def test_distribution_agrees_with_the_board(client, catalogue, rows):
         table,
     )
     cpu = HardwareProfile.objects.get(slug="cpu-dev")
-    board = list(selectors.leaderboard_rows(suite=catalogue, hardware=cpu))
-    ranks = selectors.rank_rows(board)
     expected = [
-        (str(ranks[row.pk][0]), row.submission.title)
-        for row in board
-        if not row.submission.is_baseline
+        (row.rank_label, row.score.submission.title)
+        for row in selectors.board(suite=catalogue, hardware=cpu).rows
+        if not row.baseline
     ]
     assert [(rank, title) for rank, title, _ in listed] == expected
     scores = {title: value for _, title, value in listed}

@@ -11,7 +11,9 @@ import pytest
 from django.urls import reverse
 
 from catalogue.models import HardwareProfile, Shape
+from evaluator.figures import roofline_percent, significant
 from submissions import selectors
+from submissions.models import OperatorResult
 from submissions.result_import import submission_import_results
 from submissions.result_tables import environment_items, operator_verdict
 from tests.leaderboard.results_factory import smoke_results
@@ -122,11 +124,13 @@ def test_verdicts_follow_the_shapes_unless_the_scoring_reported_one():
 
 
 def test_a_verdict_stored_with_the_results_is_shown_as_it_is(client, catalogue, user):
-    report = _report(catalogue)
-    for entry in report["operators"]:
-        if entry["operator"] == "rms_norm":
-            entry["verdict"] = "incorrect"  # e.g. a validation variant failed
-    row = _summary_row(_page(client, _publish(user, catalogue, report)), "rms_norm")
+    submission = _publish(user, catalogue, _report(catalogue))
+    # The stored verdict (here as if a validation variant failed, which the shapes' own
+    # statuses do not show) is what the page says.
+    OperatorResult.objects.filter(run__submission=submission, operator="rms_norm").update(
+        verdict="incorrect"
+    )
+    row = _summary_row(_page(client, submission), "rms_norm")
     assert 'class="status status-incorrect"' in row
 
 
@@ -152,7 +156,8 @@ def test_shapes_are_grouped_by_operator_with_their_arguments_and_weight(client, 
     assert '<abbr title="token_count">T</abbr>=37' in rms
     assert '<abbr title="hidden_size">H</abbr>=1152' in rms and "eps=0.000001" in rms
     assert "shape=[37, 512]" in _group(html, "silu_and_mul")
-    assert rms.count('title="weight 1">33%</td>') == 3  # three shapes of equal weight
+    # Three shapes of equal weight: each a third of the operator's.
+    assert rms.count(f'title="weight {significant(1.0)}">{roofline_percent(1 / 3)}</td>') == 3
 
 
 def test_the_status_filter_works_from_the_query_string(client, catalogue, user):
