@@ -122,12 +122,26 @@ def test_verdicts_follow_the_shapes_unless_the_scoring_reported_one():
 
 
 def test_a_verdict_stored_with_the_results_is_shown_as_it_is(client, catalogue, user):
+    # A failed validation variant: every shape passed at its scored arguments, and carries
+    # the code that makes the operator incorrect (the scoring stores the verdict).
     report = _report(catalogue)
     for entry in report["operators"]:
-        if entry["operator"] == "rms_norm":
-            entry["verdict"] = "incorrect"  # e.g. a validation variant failed
-    row = _summary_row(_page(client, _publish(user, catalogue, report)), "rms_norm")
+        for shape in entry["shapes"]:
+            shape["codes"] = ["variant_wrong"] if entry["operator"] == "rms_norm" else []
+    submission = _publish(user, catalogue, report)
+    row = _summary_row(_page(client, submission), "rms_norm")
     assert 'class="status status-incorrect"' in row
+    # A run stored without verdicts: the page derives the same word from the codes, by
+    # the scoring's rule (evaluator.scoring.verdict_of).
+    run = submission.runs.get()
+    run.operator_results.update(verdict="")
+    for entry in run.results["operators"]:
+        entry.pop("verdict", None)
+    run.save(update_fields=["results"])
+    Score = type(submission.score)
+    Score.objects.filter(submission=submission).update(operator_verdicts={})
+    row = _summary_row(_page(client, submission), "rms_norm")
+    assert 'class="status status-incorrect"' in row and ">pass<" not in row
 
 
 def test_a_wrong_answer_on_a_hidden_shape_is_counted_for_every_reader(client, catalogue, user):
@@ -152,7 +166,7 @@ def test_shapes_are_grouped_by_operator_with_their_arguments_and_weight(client, 
     assert '<abbr title="token_count">T</abbr>=37' in rms
     assert '<abbr title="hidden_size">H</abbr>=1152' in rms and "eps=0.000001" in rms
     assert "shape=[37, 512]" in _group(html, "silu_and_mul")
-    assert rms.count('title="weight 1">33%</td>') == 3  # three shapes of equal weight
+    assert rms.count('title="weight 1.00">33.3%</td>') == 3  # three shapes of equal weight
 
 
 def test_the_status_filter_works_from_the_query_string(client, catalogue, user):
