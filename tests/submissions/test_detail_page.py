@@ -11,6 +11,7 @@ import pytest
 from django.urls import reverse
 
 from catalogue.models import HardwareProfile, Shape
+from evaluator.scoring import verdict_of
 from submissions import selectors
 from submissions.result_import import submission_import_results
 from submissions.result_tables import environment_items, operator_verdict
@@ -119,6 +120,13 @@ def test_verdicts_follow_the_shapes_unless_the_scoring_reported_one():
     assert verdict(**{"error": 4}) == "failed"
     assert verdict(**{"missing": 4}) == "missing"
     assert verdict(reported="incorrect", **{"pass": 4}) == "incorrect"
+    # One rule: the scoring's (evaluator.scoring.verdict_of), codes included; the page's
+    # one word of its own is "missing", where the scoring says "failed".
+    assert operator_verdict(reported=None, counts={"pass": 4}, wrong=True) == "incorrect"
+    assert operator_verdict(reported=None, counts={"pass": 4}, held=True) == "held"
+    for counts in ({"pass": 2, "error": 1}, {"fallback": 1, "missing": 2}, {"error": 3}):
+        assert verdict(**counts) == verdict_of(counts=counts)
+    assert verdict_of(counts={"missing": 4}) == "failed" and verdict(missing=4) == "missing"
 
 
 def test_a_verdict_stored_with_the_results_is_shown_as_it_is(client, catalogue, user):
