@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import HARNESS_VERSION
+from evaluator.figures import duration_ms, roofline_percent
 from evaluator.hardware import HardwareProfile
 from evaluator.roofline import roofline_fraction, t_sol_seconds
 from evaluator.scoring import operator_verdict
@@ -73,7 +74,7 @@ def _ms(seconds: Any) -> float | None:
 def _describe_ops(top_ops: list[Mapping[str, Any]]) -> str:
     return (
         ", ".join(
-            f"{op.get('op')} ({op.get('calls')} calls, {op.get('time_ms', 0):.3g} ms)"
+            f"{op.get('op')} ({op.get('calls')} calls, {duration_ms(op.get('time_ms', 0))})"
             for op in top_ops[:5]
         )
         or "none recorded"
@@ -142,19 +143,21 @@ def shape_entry(
         # time but a broken or forged measurement. Never scored; the error says so.
         if fraction > IMPOSSIBLE_ROOFLINE_FRACTION:
             bound = (
-                f"{fraction:.2f}x faster than the hardware's roofline bound "
-                f"({t_sol_s * 1e6:.3g} us)"
+                f"{roofline_percent(fraction)} of the roofline: faster than the hardware's "
+                f"roofline bound ({duration_ms(t_sol_s * 1e3)})"
             )
             found = merge(found, ["above_roofline"])
         elif time_s < IMPOSSIBLE_CALL_S:
-            bound = f"under {IMPOSSIBLE_CALL_S * 1e6:g} us, less than launching a kernel takes"
+            bound = (
+                f"under {duration_ms(IMPOSSIBLE_CALL_S * 1e3)}, less than launching a kernel takes"
+            )
             found = merge(found, ["impossible_time"])
         else:
             bound = None
         if bound:
             status, fraction, speedup = "runtime_error", None, None
             error = (
-                f"shape {shape.shape_id}: the measured time ({time_s * 1e6:.3g} us) is "
+                f"shape {shape.shape_id}: the measured time ({duration_ms(time_s * 1e3)}) is "
                 f"{bound}: no kernel can be that fast, so the timing is not trusted; held "
                 "for review"
             )

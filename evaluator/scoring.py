@@ -119,6 +119,31 @@ submission waits for review), ``incorrect`` (a wrong result on a shape: scores 0
 back), ``fallback`` (none passes, some were correct through PyTorch), ``failed`` (none)."""
 
 
+def verdict_of(*, counts: Mapping[str, int], wrong: bool = False, held: bool = False) -> str:
+    """The per-operator verdict (``OPERATOR_VERDICTS``): the one rule, for the scoring
+    (``operator_verdict``) and for pages that have only counts.
+
+    ``counts``: its shapes per status (other keys, e.g. a page's ``error`` group, count as
+    shapes that neither passed nor fell back); ``wrong``: whether a shape returned a wrong
+    result beyond its status (a ``wrong`` verdict code; an ``incorrect`` count is one too);
+    ``held``: whether a shape carries a sign of deception. ``held`` first, then
+    ``incorrect``, ``pass`` (every shape), ``partial`` (some), ``fallback`` (none passed,
+    some correct through PyTorch), else ``failed`` (no shape at all included)."""
+    total = sum(counts.values())
+    passed = counts.get("pass", 0)
+    if held:
+        return "held"
+    if wrong or counts.get("incorrect", 0):
+        return "incorrect"
+    if total and passed == total:
+        return "pass"
+    if passed:
+        return "partial"
+    if counts.get("fallback", 0):
+        return "fallback"
+    return "failed"
+
+
 def operator_verdict(shapes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The per-operator verdict of an operator's shape entries, its score and its counts.
 
@@ -135,20 +160,11 @@ def operator_verdict(shapes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             if code in HOLD_CODES and code not in hold:
                 hold.append(code)
     passed = statuses.count("pass")
-    if hold:
-        verdict = "held"
-    elif wrong:
-        verdict = "incorrect"
-    elif statuses and passed == len(statuses):
-        verdict = "pass"
-    elif passed:
-        verdict = "partial"
-    elif "fallback" in statuses:
-        verdict = "fallback"
-    else:
-        verdict = "failed"
+    counts: dict[str, int] = {}
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
     return {
-        "verdict": verdict,
+        "verdict": verdict_of(counts=counts, wrong=bool(wrong), held=bool(hold)),
         "score": 0.0 if wrong else _weighted_score(shapes),
         "shapes_total": len(statuses),
         "apparent_passes": passed,

@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from evaluator.figures import duration_ms
+
 DEFAULT_BUDGET_S = {"cpu": 2.0, "cuda": 1.0}
 MIN_REPS = 10
 MAX_REPS = 100_000
@@ -338,7 +340,7 @@ class CudaTimer(Timer):
         )
         if self.uncovered_at_max:
             result.warnings.append(
-                f"the host launch path of a call (up to {self.launch_path_s * 1e6:.0f} us) "
+                f"the host launch path of a call (up to {duration_ms(self.launch_path_s * 1e3)}) "
                 f"outlasted the longest launch cover in {self.uncovered_at_max} calls "
                 f"(warm-up included; {result.reps} timed): those times include host time"
             )
@@ -372,9 +374,10 @@ class CudaTimer(Timer):
         # synchronise does not, so the all-streams figure (less the round trip) is the
         # honest one then.
         result.warnings.append(
-            f"work outside the current stream? all streams {all_streams * 1e3:.4g} ms "
-            f"(synchronise round trip {round_trip * 1e6:.3g} us) vs current stream "
-            f"{result.median_s * 1e3:.4g} ms; the all-streams time less the round trip is used"
+            f"work outside the current stream? all streams {duration_ms(all_streams * 1e3, 4)} "
+            f"(synchronise round trip {duration_ms(round_trip * 1e3)}) vs current stream "
+            f"{duration_ms(result.median_s * 1e3, 4)}; the all-streams time less the round trip "
+            "is used"
         )
         return self._all_streams_result(result, round_trip=round_trip, warn=False)
 
@@ -411,9 +414,9 @@ class CudaTimer(Timer):
         median, std_error = summarize_samples(samples)
         if warn:
             result.warnings.append(
-                f"timed on all streams: {median * 1e3:.4g} ms (current stream alone "
-                f"{result.median_s * 1e3:.4g} ms; synchronise round trip "
-                f"{round_trip * 1e6:.3g} us taken off)"
+                f"timed on all streams: {duration_ms(median * 1e3, 4)} (current stream alone "
+                f"{duration_ms(result.median_s * 1e3, 4)}; synchronise round trip "
+                f"{duration_ms(round_trip * 1e3)} taken off)"
             )
         result.median_s, result.std_error_s, result.samples_s = median, std_error, samples
         return result

@@ -5,7 +5,8 @@ public Atrex-Bench release (``mrope`` and ``fused_qk_rmsnorm``), each shape's pu
 speed-of-light time on the release's XPU-A and the release's measured time of the
 production kernel on that device (``production_performance``), the suite's weights and
 normalised importance (``atrex-bench-v1``). To show how failures count, two shapes are
-given another status (``ILLUSTRATIVE_STATUSES``); every other figure is as published.
+given another status (``ILLUSTRATIVE_STATUSES``: a fallback, and a wrong answer that makes
+its operator incorrect, scored 0); every other figure is as published.
 
 ``example_inputs`` reads those figures out of a release ``data/`` folder; they are kept in
 ``about_example.json`` beside this module so that the page works where the release is not
@@ -122,6 +123,7 @@ def worked_example(inputs: Mapping[str, Any]) -> dict[str, Any]:
             )
         weight_sum = sum(row["weight"] for row in rows)
         weighted = sum(row["weight"] * row["score"] for row in rows)
+        verdict = scoring.operator_verdict(rows)
         operators.append(
             {
                 "operator": slug,
@@ -129,6 +131,11 @@ def worked_example(inputs: Mapping[str, Any]) -> dict[str, Any]:
                 "shapes": rows,
                 "weight_sum": weight_sum,
                 "weighted_sum": weighted,
+                # An incorrect shape makes the whole operator incorrect: it scores 0.
+                "verdict": verdict["verdict"],
+                "wrong_shapes": verdict["wrong_shapes"],
+                "apparent_passes": verdict["apparent_passes"],
+                "real_passes": verdict["real_passes"],
                 "score": scoring.operator_score(rows),
             }
         )

@@ -17,11 +17,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from submissions import querysets
-from submissions.models import EvaluationRun, ShapeResult, Submission
+from submissions.models import EvaluationRun, OperatorResult, ShapeResult, Submission
 from submissions.scores import geomean_speedups
 from submissions.selectors import (
-    shape_results_visible_to,
+    shape_results_of_runs_visible_to,
     submission_latest_run,
+    submission_results_withheld,
     submissions_visible_to,
 )
 
@@ -89,6 +90,13 @@ def comparison_submissions(*, ids: list[int], user: Any) -> list[Submission]:
             )
     for pk in ids:
         submission = visible[pk]
+        if submission_results_withheld(submission=submission, user=user):
+            raise ComparisonError(
+                f"Submission #{pk} is held for review: nothing of it is published until an "
+                "admin releases it, so it cannot be compared (its owner and the admins can). "
+                "Remove it, or compare it after its release.",
+                code="compare:held",
+            )
         own = user is not None and user.is_authenticated and submission.owner_id == user.pk
         if submission.status != Submission.Status.PUBLISHED and not (
             own or querysets.is_staff(user)
@@ -143,24 +151,35 @@ def submissions_compare(*, submissions: list[Submission], user: Any) -> dict[str
     operators: dict[str, dict[str, Any]] = {}
     shapes: dict[tuple[str, str], dict[int, ShapeResult]] = {}
     correct_times: dict[int, dict[tuple[str, str], float]] = {pk: {} for pk in ids}
+    # Every run's operator rows in one query, and their shape rows in another (the suite's
+    # hidden shapes looked up once for all of them: they share the suite version).
+    found_runs = [run for run in runs.values() if run is not None]
+    submission_of = {run.pk: run.submission_id for run in found_runs}
+    results_of: dict[int, list[OperatorResult]] = {pk: [] for pk in ids}
+    for result in OperatorResult.objects.filter(run_id__in=list(submission_of)):
+        results_of[submission_of[result.run_id]].append(result)
     for submission in submissions:
-        run = runs[submission.pk]
-        results = list(run.operator_results.all()) if run is not None else []
-        if not results:
+        if not results_of[submission.pk]:
             raise ComparisonError(
                 f"Submission #{submission.pk} has no results to compare "
                 f"({submission.get_status_display().lower()}); pick one that was evaluated.",
                 code="compare:no-results",
             )
-        pk = submission.pk
-        for result in results:
+    for pk in ids:
+        for result in results_of[pk]:
             entry = operators.setdefault(
                 result.operator,
                 {"operator": result.operator, "importance": result.importance, "scores": {}},
             )
             entry["scores"][pk] = result.score
             entry.setdefault("status", {})[pk] = result.status
-        for row in shape_results_visible_to(run=run, user=user):  # type: ignore[arg-type]
+    rows_of: dict[int, list[ShapeResult]] = {pk: [] for pk in ids}
+    for row in shape_results_of_runs_visible_to(
+        runs=found_runs, suite_version_id=first_submission.suite_version_id, user=user
+    ).order_by("operator", "pk"):
+        rows_of[submission_of[row.run_id]].append(row)
+    for pk in ids:  # in the order named (each shape's columns follow it)
+        for row in rows_of[pk]:
             shapes.setdefault((row.operator, row.shape_id), {})[pk] = row
             if row.status in CORRECT_STATUSES and row.time_ms:
                 correct_times[pk][(row.operator, row.shape_id)] = row.time_ms

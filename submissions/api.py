@@ -164,9 +164,20 @@ class SubmissionSerializer(serializers.ModelSerializer):
             "final": submission.is_final,
         }
 
+    def _withheld(self, submission: Submission) -> bool:
+        """Held for review: nothing of it is published until staff release it (its owner
+        and staff see its figures)."""
+        request = self.context.get("request")
+        return selectors.submission_results_withheld(
+            submission=submission, user=getattr(request, "user", None)
+        )
+
     @extend_schema_field(serializers.FloatField(allow_null=True))
     def get_aggregate(self, submission: Submission) -> float | None:
-        """The published aggregate (null until the submission is on the board)."""
+        """The published aggregate (null until the submission is on the board, and while
+        it is held for review, for all but its owner and staff)."""
+        if self._withheld(submission):
+            return None
         try:
             return submission.score.aggregate
         except Submission.score.RelatedObjectDoesNotExist:
@@ -188,14 +199,6 @@ class SubmissionDetailSerializer(SubmissionSerializer):
             "manifest", "scores", "operators", "environment", "history",
         ]  # fmt: skip
 
-    def _withheld(self, submission: Submission) -> bool:
-        """Held for review: nothing of it is published until staff release it (its owner
-        and staff see its figures)."""
-        request = self.context.get("request")
-        return selectors.submission_results_withheld(
-            submission=submission, user=getattr(request, "user", None)
-        )
-
     @extend_schema_field(ScoresSerializer(allow_null=True))
     def get_scores(self, submission: Submission) -> dict[str, Any] | None:
         if self._withheld(submission):
@@ -216,8 +219,18 @@ class SubmissionDetailSerializer(SubmissionSerializer):
 
     @extend_schema_field(serializers.DictField(help_text="GPU, driver, torch/triton versions."))
     def get_environment(self, submission: Submission) -> dict[str, Any]:
+        if self._withheld(submission):
+            return {}
         run = _latest_run(submission)
         return (run.environment or {}) if run else {}
+
+    def to_representation(self, instance: Submission) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        if self._withheld(instance):
+            # The hold's note names the operators, shapes and signs an admin reviews.
+            for change in data.get("history") or []:
+                change["note"] = ""
+        return data
 
 
 class SubmissionRejectedSerializer(SubmissionDetailSerializer):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator.figures import significant
+from evaluator.scoring import verdict_of
 
 STATUS_GROUPS: dict[str, tuple[str, ...]] = {
     "pass": ("pass",),
@@ -44,30 +45,24 @@ def status_group(status: str) -> str:
     return _GROUP_OF.get(status, "error")
 
 
-def operator_verdict(*, reported: str | None, counts: Mapping[str, int]) -> str:
+def operator_verdict(
+    *, reported: str | None, counts: Mapping[str, int], wrong: bool = False, held: bool = False
+) -> str:
     """One word for an operator's result that never flatters it.
 
-    A verdict the scoring stored (``reported``) is shown as it is. Otherwise it is derived
-    from the operator's shapes (``counts``: shapes per status group, hidden shapes
-    included) by the scoring's rule: ``incorrect`` when any shape gave a wrong answer,
-    ``pass`` only when every shape passed, ``partial`` when some did, ``fallback`` when
-    none did but some were correct through PyTorch, else ``failed``; ``missing`` when
-    every shape is missing (the bundle has no file for it)."""
+    A verdict the scoring stored (``reported``) is shown as it is. Otherwise it is the
+    scoring's own rule (``evaluator.scoring.verdict_of``) over the operator's shapes
+    (``counts``: shapes per status group, hidden shapes included; ``wrong``/``held``:
+    whether a shape carries a ``wrong`` or ``hold`` verdict code). The one word of the
+    page's own: ``missing`` when every shape is missing (the bundle has no file for it),
+    where the scoring says ``failed`` (``OperatorSummary.is_missing`` folds such an
+    operator whatever word it was given)."""
     if reported:
         return reported
     total = sum(counts.values())
-    passed = counts.get("pass", 0)
     if total == 0 or counts.get("missing", 0) == total:
         return "missing"
-    if counts.get("incorrect", 0):
-        return "incorrect"
-    if passed == total:
-        return "pass"
-    if passed:
-        return "partial"
-    if counts.get("fallback", 0):
-        return "fallback"
-    return "failed"
+    return verdict_of(counts=counts, wrong=wrong, held=held)
 
 
 @dataclass
@@ -178,6 +173,8 @@ def result_tables(
     reported_verdicts: Mapping[str, str],
     arguments: Mapping[tuple[str, str], list],
     status_filter: str,
+    wrong_operators: frozenset[str] | set[str] = frozenset(),
+    held_operators: frozenset[str] | set[str] = frozenset(),
 ) -> ResultTables:
     """Group a run's rows for the page.
 
@@ -186,7 +183,9 @@ def result_tables(
     every shape of the run, hidden ones included, so that a verdict and a weight share
     are the same for every reader; ``reported_verdicts``: operator -> verdict where the
     scoring stored one; ``arguments``: (operator, shape id) -> the shape's arguments;
-    ``status_filter``: the reader's ``?status=`` (unknown values show every shape)."""
+    ``status_filter``: the reader's ``?status=`` (unknown values show every shape);
+    ``wrong_operators``/``held_operators``: operators with a shape whose codes say a wrong
+    result or a sign of deception (for the verdicts not stored)."""
     unknown = None
     if status_filter and status_filter not in STATUS_GROUPS:
         unknown, status_filter = status_filter, ""
@@ -226,7 +225,12 @@ def result_tables(
                 operator=operator,
                 importance=operator_result.importance,
                 score=operator_result.score,
-                verdict=operator_verdict(reported=reported, counts=operator_counts),
+                verdict=operator_verdict(
+                    reported=reported,
+                    counts=operator_counts,
+                    wrong=operator in wrong_operators,
+                    held=operator in held_operators,
+                ),
                 verdict_reported=bool(reported),
                 counts=operator_counts,
                 total=sum(operator_counts.values()),

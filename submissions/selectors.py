@@ -26,6 +26,18 @@ def submission_can_see_files(*, submission: Submission, user: User | AnonymousUs
     return querysets.can_see_files(user=user, submission=submission)
 
 
+def _hidden_rows_q(*, suite_version_id: int) -> Q:
+    """Result rows of the suite version's hidden shapes (``Q()`` when it has none): one
+    query."""
+    hidden = Shape.objects.filter(
+        suite_version_id=suite_version_id, visibility=Shape.Visibility.HIDDEN
+    ).values_list("operator__slug", "shape_id")
+    hidden_rows = Q()
+    for operator, shape_id in hidden:
+        hidden_rows |= Q(operator=operator, shape_id=shape_id)
+    return hidden_rows
+
+
 def shape_results_visible_to(
     *, run: EvaluationRun, user: User | AnonymousUser
 ) -> QuerySet[ShapeResult]:
@@ -34,12 +46,19 @@ def shape_results_visible_to(
     rows = run.shape_results.all()
     if querysets.is_staff(user):
         return rows
-    hidden = Shape.objects.filter(
-        suite_version_id=run.submission.suite_version_id, visibility=Shape.Visibility.HIDDEN
-    ).values_list("operator__slug", "shape_id")
-    hidden_rows = Q()
-    for operator, shape_id in hidden:
-        hidden_rows |= Q(operator=operator, shape_id=shape_id)
+    hidden_rows = _hidden_rows_q(suite_version_id=run.submission.suite_version_id)
+    return rows.exclude(hidden_rows) if hidden_rows else rows
+
+
+def shape_results_of_runs_visible_to(
+    *, runs: list[EvaluationRun], suite_version_id: int, user: User | AnonymousUser
+) -> QuerySet[ShapeResult]:
+    """``shape_results_visible_to`` of several runs of one suite version at once: their
+    rows in one query, the suite's hidden shapes looked up once (not once per run)."""
+    rows = ShapeResult.objects.filter(run_id__in=[run.pk for run in runs])
+    if querysets.is_staff(user):
+        return rows
+    hidden_rows = _hidden_rows_q(suite_version_id=suite_version_id)
     return rows.exclude(hidden_rows) if hidden_rows else rows
 
 
@@ -168,6 +187,32 @@ def _status_counts(run: EvaluationRun) -> dict[tuple[str, str], tuple[int, float
     return counts
 
 
+def _coded_operators(run: EvaluationRun) -> tuple[set[str], set[str]]:
+    """Operators of ``run`` with a shape whose verdict codes say a wrong result, and those
+    with one that says a sign of deception (``evaluator.verdicts``): from the results
+    document (no query), else from the rows that carry codes."""
+    from evaluator.verdicts import HOLD_CODES, WRONG_CODES, shape_codes
+
+    wrong: set[str] = set()
+    held: set[str] = set()
+
+    def note(operator: str, codes: list[str]) -> None:
+        if WRONG_CODES.intersection(codes):
+            wrong.add(operator)
+        if HOLD_CODES.intersection(codes):
+            held.add(operator)
+
+    operators = (run.results or {}).get("operators")
+    if isinstance(operators, list) and operators:
+        for entry in operators:
+            for shape in entry.get("shapes") or []:
+                note(str(entry.get("operator")), shape_codes(shape))
+        return wrong, held
+    for operator, codes in run.shape_results.exclude(codes=[]).values_list("operator", "codes"):
+        note(operator, [str(code) for code in codes or []])
+    return wrong, held
+
+
 def submission_result_tables(
     *,
     submission: Submission,
@@ -184,6 +229,7 @@ def submission_result_tables(
     shape of the run, so they do not depend on who reads; the shapes' arguments come from
     the suite version's definition (loaded with the submission). No query of its own when
     the run has its results document."""
+    wrong, held = _coded_operators(run)
     return result_tables(
         operator_results=operator_results,
         shape_results=shape_results,
@@ -193,4 +239,6 @@ def submission_result_tables(
         ),
         arguments=suite_shape_arguments(submission.suite_version.definition.get("shapes", [])),
         status_filter=status_filter,
+        wrong_operators=wrong,
+        held_operators=held,
     )

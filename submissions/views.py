@@ -243,9 +243,22 @@ def _roofline_chart(
     return figure, skipped
 
 
+def _history_for(submission: Submission, *, withheld: bool) -> list[dict[str, Any]]:
+    """``_history``; while the results are withheld from the reader, status changes keep
+    no note (the hold's note names the operators, shapes and signs an admin reviews)."""
+    items = _history(submission)
+    if withheld:
+        for item in items:
+            if item["kind"] == "status":
+                item["change"].note = ""
+    return items
+
+
 def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = _visible_submission(request, pk)
-    run = selectors.submission_latest_run(submission=submission)
+    # Held for review: nothing of its run is shown to anyone but its owner and staff.
+    withheld = selectors.submission_results_withheld(submission=submission, user=request.user)
+    run = None if withheld else selectors.submission_latest_run(submission=submission)
     operator_results = list(run.operator_results.all()) if run else []
     shape_results = (
         list(selectors.shape_results_visible_to(run=run, user=request.user)) if run else []
@@ -266,6 +279,7 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     context = {
         "submission": submission,
+        "withheld": withheld,
         "run": run,
         "score": score,
         "scores": (run.results or {}).get("scores") if run and run.results else None,
@@ -276,7 +290,7 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "verdict_words": VERDICT_WORDS,
         "environment": environment_items(run.environment) if run else [],
         "progress": selectors.submission_progress(submission=submission),
-        "history": _history(submission),
+        "history": _history_for(submission, withheld=withheld),
         "can_see_files": selectors.submission_can_see_files(
             submission=submission, user=request.user
         ),
@@ -288,12 +302,14 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
         and request.user.is_authenticated
         and request.user.pk == submission.owner_id,
     }
-    # An agent submission's campaign: provenance, rounds and the per-round chart.
-    context.update(
-        agent_selectors.campaign_section(
-            submission=submission, can_see_sources=context["can_see_files"]
+    # An agent submission's campaign: provenance, rounds and the per-round chart (its
+    # rounds' figures are results too: withheld with the rest).
+    if not withheld:
+        context.update(
+            agent_selectors.campaign_section(
+                submission=submission, can_see_sources=context["can_see_files"]
+            )
         )
-    )
     return render(request, "submissions/detail.html", context)
 
 
@@ -315,12 +331,24 @@ RESULT_FIELDS = [
 ]
 
 
+WITHHELD_MESSAGE = (
+    "Submission #{pk} is held for review: its results are not published until an admin "
+    "releases them. Its owner and the admins can download them now.\n"
+)
+
+
 @require_GET
 def submission_results_download(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     """The latest run's per-shape results as CSV or JSON (private ones: owner and staff)."""
     if fmt not in ("csv", "json"):
         raise Http404
     submission = _visible_submission(request, pk)
+    if selectors.submission_results_withheld(submission=submission, user=request.user):
+        return HttpResponse(
+            WITHHELD_MESSAGE.format(pk=submission.pk),
+            status=403,
+            content_type="text/plain; charset=utf-8",
+        )
     run = selectors.submission_latest_run(submission=submission)
     if run is None:
         raise Http404("No evaluation run yet.")
@@ -377,7 +405,11 @@ def submission_download(request: HttpRequest, pk: int) -> FileResponse:
 
 @login_required
 def submission_mine(request: HttpRequest) -> HttpResponse:
-    submissions = selectors.submissions_visible_to(user=request.user).filter(owner=request.user)
+    submissions = (
+        selectors.submissions_visible_to(user=request.user)
+        .filter(owner=request.user)
+        .select_related("score")
+    )
     return render(request, "submissions/mine.html", {"submissions": submissions})
 
 

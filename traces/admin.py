@@ -17,6 +17,7 @@ from django.urls import URLPattern, path, reverse
 
 from catalogue.models import SuiteVersion
 from catalogue.services import suite_version_diff
+from evaluator.figures import percent, significant
 
 from . import aggregation, charts, selectors, services
 from .mapping import RulesError, compile_rules, load_rules
@@ -148,11 +149,11 @@ class TraceAdmin(admin.ModelAdmin):
 
     @admin.display(description="mapped share")
     def coverage_percent(self, obj: Trace) -> str:
-        return "—" if obj.coverage is None else f"{100 * obj.coverage:.1f}%"
+        return percent(obj.coverage)
 
     @admin.display(description="total time (ms)")
     def total_ms(self, obj: Trace) -> str:
-        return f"{obj.total_time_us / 1e3:.4g}"
+        return significant(obj.total_time_us / 1e3)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # a trace is read-only: re-upload to change it
@@ -231,7 +232,7 @@ class TraceAdmin(admin.ModelAdmin):
             else:
                 messages.success(
                     request,
-                    f"Imported trace #{trace.pk}: {100 * (trace.coverage or 0):.1f}% of its "
+                    f"Imported trace #{trace.pk}: {percent(trace.coverage or 0)} of its "
                     f"{'GPU' if trace.time_basis == 'gpu-kernels' else ''} time mapped.",
                 )
                 return HttpResponseRedirect(reverse("admin:traces_trace_change", args=[trace.pk]))

@@ -7,6 +7,8 @@ from typing import Any
 
 import pandas as pd
 
+from evaluator.figures import percent
+
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
     return {
@@ -83,7 +85,7 @@ def coverage_figure(curve: pd.DataFrame, *, coverage: float | None = None) -> di
             "x": [int(r) for r in curve["rank"]],
             "y": [float(v) for v in curve["cumulative_share"]],
             "text": [f"{op}" for op in curve["operator"]],
-            "hovertemplate": "%{x} shapes: %{y:.3f}<br>last: %{text}<extra></extra>",
+            "hovertemplate": "%{x} shapes: %{y:.3p}<br>last: %{text}<extra></extra>",
         }
     ]
     if coverage is not None and len(curve):
@@ -91,7 +93,7 @@ def coverage_figure(curve: pd.DataFrame, *, coverage: float | None = None) -> di
             {
                 "type": "scatter",
                 "mode": "lines",
-                "name": f"chosen coverage {coverage:g}",
+                "name": f"chosen coverage {percent(coverage)}",
                 "x": [1, int(curve["rank"].max())],
                 "y": [coverage, coverage],
                 "line": {"dash": "dot"},

@@ -12,6 +12,8 @@ from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from evaluator.figures import significant
+
 
 class Application(models.Model):
     """A production application whose GPU time the traces sample, with its size in
@@ -26,7 +28,7 @@ class Application(models.Model):
         ordering = ["name"]
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.card_hours:g} card-hours)"
+        return f"{self.name} ({significant(self.card_hours)} card-hours)"
 
 
 class Trace(models.Model):

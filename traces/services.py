@@ -24,6 +24,7 @@ from django.utils import timezone
 from catalogue import services as curation
 from catalogue.models import Operator, Shape, SuiteVersion
 from evaluator.errors import UserError
+from evaluator.figures import duration_ms, percent
 from evaluator.upstream import builtin_operator_slugs
 
 from . import aggregation, selectors
@@ -330,8 +331,8 @@ def proposal_create(
                 version_label=version_label,
                 description=(
                     f"{base.description}\n\nTrace-driven weights from traces {trace_ids} "
-                    f"(coverage {parameters.coverage:g}, snap tolerance "
-                    f"{parameters.snap_tolerance:g}, unobserved operators "
+                    f"(coverage {percent(parameters.coverage)}, snap tolerance "
+                    f"{percent(parameters.snap_tolerance)}, unobserved operators "
                     f"{parameters.unobserved})."
                 ).strip(),
             )
@@ -372,7 +373,7 @@ def proposal_create(
                 description=(
                     f"from production traces {trace_ids} "
                     f"({', '.join(sorted(cluster.applications))}): {cluster.calls} calls, "
-                    f"{cluster.time_us / 1e3:.3g} ms GPU time, "
+                    f"{duration_ms(cluster.time_us / 1e3)} GPU time, "
                     f"{_round(cluster.weight)} card-hours"
                 ),
             )

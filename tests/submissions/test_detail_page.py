@@ -11,9 +11,8 @@ import pytest
 from django.urls import reverse
 
 from catalogue.models import HardwareProfile, Shape
-from evaluator.figures import roofline_percent, significant
+from evaluator.scoring import verdict_of
 from submissions import selectors
-from submissions.models import OperatorResult
 from submissions.result_import import submission_import_results
 from submissions.result_tables import environment_items, operator_verdict
 from tests.leaderboard.results_factory import smoke_results
@@ -121,17 +120,36 @@ def test_verdicts_follow_the_shapes_unless_the_scoring_reported_one():
     assert verdict(**{"error": 4}) == "failed"
     assert verdict(**{"missing": 4}) == "missing"
     assert verdict(reported="incorrect", **{"pass": 4}) == "incorrect"
+    # One rule: the scoring's (evaluator.scoring.verdict_of), codes included; the page's
+    # one word of its own is "missing", where the scoring says "failed".
+    assert operator_verdict(reported=None, counts={"pass": 4}, wrong=True) == "incorrect"
+    assert operator_verdict(reported=None, counts={"pass": 4}, held=True) == "held"
+    for counts in ({"pass": 2, "error": 1}, {"fallback": 1, "missing": 2}, {"error": 3}):
+        assert verdict(**counts) == verdict_of(counts=counts)
+    assert verdict_of(counts={"missing": 4}) == "failed" and verdict(missing=4) == "missing"
 
 
 def test_a_verdict_stored_with_the_results_is_shown_as_it_is(client, catalogue, user):
-    submission = _publish(user, catalogue, _report(catalogue))
-    # The stored verdict (here as if a validation variant failed, which the shapes' own
-    # statuses do not show) is what the page says.
-    OperatorResult.objects.filter(run__submission=submission, operator="rms_norm").update(
-        verdict="incorrect"
-    )
+    # A failed validation variant: every shape passed at its scored arguments, and carries
+    # the code that makes the operator incorrect (the scoring stores the verdict).
+    report = _report(catalogue)
+    for entry in report["operators"]:
+        for shape in entry["shapes"]:
+            shape["codes"] = ["variant_wrong"] if entry["operator"] == "rms_norm" else []
+    submission = _publish(user, catalogue, report)
     row = _summary_row(_page(client, submission), "rms_norm")
     assert 'class="status status-incorrect"' in row
+    # A run stored without verdicts: the page derives the same word from the codes, by
+    # the scoring's rule (evaluator.scoring.verdict_of).
+    run = submission.runs.get()
+    run.operator_results.update(verdict="")
+    for entry in run.results["operators"]:
+        entry.pop("verdict", None)
+    run.save(update_fields=["results"])
+    Score = type(submission.score)
+    Score.objects.filter(submission=submission).update(operator_verdicts={})
+    row = _summary_row(_page(client, submission), "rms_norm")
+    assert 'class="status status-incorrect"' in row and ">pass<" not in row
 
 
 def test_a_wrong_answer_on_a_hidden_shape_is_counted_for_every_reader(client, catalogue, user):
@@ -156,8 +174,7 @@ def test_shapes_are_grouped_by_operator_with_their_arguments_and_weight(client, 
     assert '<abbr title="token_count">T</abbr>=37' in rms
     assert '<abbr title="hidden_size">H</abbr>=1152' in rms and "eps=0.000001" in rms
     assert "shape=[37, 512]" in _group(html, "silu_and_mul")
-    # Three shapes of equal weight: each a third of the operator's.
-    assert rms.count(f'title="weight {significant(1.0)}">{roofline_percent(1 / 3)}</td>') == 3
+    assert rms.count('title="weight 1.00">33.3%</td>') == 3  # three shapes of equal weight
 
 
 def test_the_status_filter_works_from_the_query_string(client, catalogue, user):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from evaluator.figures import duration_ms, percent
 from traces import services
 from traces.mapping import RulesError, load_rules
 from traces.models import Trace
@@ -70,10 +71,13 @@ class Command(BaseCommand):
                 continue
             self.stdout.write(
                 f"trace #{trace.pk} {path.name}: {trace.rows.count()} shapes; "
-                f"{trace.mapped_time_us:.6g} of {trace.total_time_us:.6g} µs "
-                f"({trace.time_basis}) mapped = {100 * (trace.coverage or 0):.1f}%"
+                f"{duration_ms(trace.mapped_time_us / 1e3)} of "
+                f"{duration_ms(trace.total_time_us / 1e3)} "
+                f"({trace.time_basis}) mapped = {percent(trace.coverage or 0)}"
             )
             for row in trace.unmapped.all()[:5]:
-                self.stdout.write(f"  unmapped {row.time_us:.6g} µs: {row.name} ({row.reason})")
+                self.stdout.write(
+                    f"  unmapped {duration_ms(row.time_us / 1e3)}: {row.name} ({row.reason})"
+                )
         if failed:
             raise CommandError(f"{failed} of {len(options['paths'])} trace(s) were not imported.")
