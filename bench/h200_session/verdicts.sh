@@ -13,7 +13,7 @@ T0=$(date +%s)
   command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer; git log -1 --format=%H 2>/dev/null
 } > $OUT/machine.txt 2>&1
 left() { echo $(( ${BUDGET:-575} - ($(date +%s) - T0) )); }
-timeout --kill-after=5 $(( $(left) - 300 )) python3 -m pytest -p no:django -p no:cacheprovider \
+timeout --kill-after=5 ${GPU_TESTS_S:-$(( $(left) - 300 ))} python3 -m pytest -p no:django -p no:cacheprovider \
   --confcutdir=tests/evaluator -m gpu tests/evaluator -q -rA --junitxml=$OUT/gpu-tests.xml \
   > $OUT/gpu-tests.log 2>&1
 echo "gpu tests rc=$? at $(( $(date +%s) - T0 )) s" | tee -a $OUT/machine.txt
