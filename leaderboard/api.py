@@ -8,8 +8,11 @@ scored but never shown.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -27,13 +30,14 @@ from rest_framework.views import APIView
 
 from atrex_site.api.errors import ErrorSerializer, error_response
 from atrex_site.api.pagination import StandardPagination
+from atrex_site.page_cache import not_shared, shared_value
 from catalogue import selectors as catalogue_selectors
 from catalogue.models import HardwareProfile, Shape, SuiteOperator, SuiteVersion
 from submissions.models import Score
 from submissions.selectors import submissions_visible_to
 
 from . import selectors
-from .comparison import ComparisonError, submissions_compare
+from .comparison import ComparisonError, submissions_compare_shared
 
 NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such resource.")
 
@@ -179,30 +183,39 @@ class LeaderboardApi(APIView):
         tags=["board"],
     )
     def get(self, request: Request) -> Response:
+        # The same for every reader (the board lists public rows only, whoever asks): built
+        # once per generation and shared; authentication and throttling still run per request.
+        where = hashlib.sha256(request.build_absolute_uri().encode()).hexdigest()
+        body = shared_value(f"api-board:{where}", lambda: self._board_body(request))
+        if "detail" in body:
+            return Response(body, 404)
+        return Response(body)
+
+    def _board_body(self, request: Request) -> dict[str, Any]:
         suite = catalogue_selectors.suite_version_pick(slug=request.query_params.get("suite"))
         hardware = catalogue_selectors.hardware_pick(slug=request.query_params.get("hardware"))
         if suite is None or hardware is None:
             what = "suite version" if suite is None else "hardware profile"
-            return Response({"detail": f"No such published {what}.", "code": "not_found"}, 404)
+            return not_shared({"detail": f"No such published {what}.", "code": "not_found"})
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(
             selectors.leaderboard_rows(suite=suite, hardware=hardware), request, view=self
         )
         first_rank = (paginator.page.number - 1) * paginator.page.paginator.per_page + 1
         rows = [_board_row(first_rank + i, score) for i, score in enumerate(page)]
-        response = paginator.get_paginated_response(BoardRowSerializer(rows, many=True).data)
-        response.data = {
-            "count": response.data["count"],
-            "next": response.data["next"],
-            "previous": response.data["previous"],
+        listed = paginator.get_paginated_response(BoardRowSerializer(rows, many=True).data).data
+        return {
+            "count": listed["count"],
+            "next": listed["next"],
+            "previous": listed["previous"],
             "suite": suite.slug,
             "hardware": hardware.slug,
             "operators": [
                 row.operator.slug for row in catalogue_selectors.suite_operators(suite=suite)
             ],
-            "results": response.data["results"],
+            # Plain lists and dicts: the copy is pickled into the cache.
+            "results": json.loads(json.dumps(listed["results"], cls=DjangoJSONEncoder)),
         }
-        return response
 
 
 def _published_suite(slug: str) -> SuiteVersion:
@@ -350,7 +363,9 @@ class CompareApi(APIView):
         if missing:
             raise Http404(f"No submission {missing[0]} visible to you.")
         try:
-            body = submissions_compare(submissions=[visible[pk] for pk in ids], user=request.user)
+            body = submissions_compare_shared(
+                submissions=[visible[pk] for pk in ids], user=request.user
+            )
         except ComparisonError as error:
             return error_response(detail=str(error), code="compare:not-comparable", status=400)
         return Response(ComparisonSerializer(body).data)

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser
+
+from atrex_site.page_cache import shared_value
+from submissions import querysets
 from submissions.models import EvaluationRun, ShapeResult, Submission
 from submissions.selectors import shape_results_visible_to, submission_latest_run
 
@@ -99,3 +103,26 @@ def submissions_compare(*, submissions: list[Submission], user: Any) -> dict[str
         "shapes": shape_rows,
         "shapes_changed_status": changed,
     }
+
+
+def _shareable(submission: Submission) -> bool:
+    """Seen alike by every reader (public, not hidden) and final until a change that bumps
+    the board's generation (published: its results change only by a new status)."""
+    return (
+        submission.visibility == querysets.PUBLIC
+        and not submission.hidden
+        and submission.status == Submission.Status.PUBLISHED
+    )
+
+
+def submissions_compare_shared(*, submissions: list[Submission], user: Any) -> dict[str, Any]:
+    """``submissions_compare``, computed once per board generation and shared by every
+    reader when what it shows is the same for all of them: every submission public and
+    published, and the reader not staff (staff see hidden shapes). Otherwise computed for
+    ``user`` alone. The caller checks first that ``user`` may see ``submissions``."""
+    if querysets.is_staff(user) or not all(_shareable(s) for s in submissions):
+        return submissions_compare(submissions=submissions, user=user)
+    key = "compare:" + ",".join(str(submission.pk) for submission in submissions)
+    return shared_value(
+        key, lambda: submissions_compare(submissions=submissions, user=AnonymousUser())
+    )
