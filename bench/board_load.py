@@ -260,9 +260,9 @@ def seed(*, submissions: int, seed_value: int = 7) -> dict[str, float]:
 
 
 class Publisher:
-    """A thread publishing one new scored submission every ``every_s`` seconds (its rows
-    written as the publishing service writes them, then the board's generation bumped, as
-    the service's signals do), until stopped."""
+    """A thread publishing one new scored submission every ``every_s`` seconds, the first
+    after half of that (its rows written as the publishing service writes them, then the
+    board's generation bumped, as the service's signals do), until stopped."""
 
     def __init__(self, *, every_s: float) -> None:
         self.every_s = every_s
@@ -277,8 +277,10 @@ class Publisher:
         from submissions.models import Submission
 
         seeder = Seeder(seed_value=int(time.time()), catalogue=False)
+        wait_s = self.every_s / 2  # the first half-way into the period, then every period
         try:
-            while not self._stop.wait(self.every_s):
+            while not self._stop.wait(wait_s):
+                wait_s = self.every_s
                 seeder.write(first=Submission.objects.count(), count=1)
                 board_changed()
                 self.published += 1

@@ -9,10 +9,8 @@ scored but never shown.
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -30,14 +28,14 @@ from rest_framework.views import APIView
 
 from atrex_site.api.errors import ErrorSerializer, error_response
 from atrex_site.api.pagination import StandardPagination
-from atrex_site.page_cache import not_shared, shared_value
+from atrex_site.api.shared import shared_answer
 from catalogue import selectors as catalogue_selectors
 from catalogue.models import HardwareProfile, Shape, SuiteOperator, SuiteVersion
 from submissions.models import Score
 from submissions.selectors import submissions_visible_to
 
 from . import selectors
-from .comparison import ComparisonError, submissions_compare_shared
+from .comparison import ComparisonError, comparison_shareable, submissions_compare_shared
 
 NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such resource.")
 
@@ -186,17 +184,14 @@ class LeaderboardApi(APIView):
         # The same for every reader (the board lists public rows only, whoever asks): built
         # once per generation and shared; authentication and throttling still run per request.
         where = hashlib.sha256(request.build_absolute_uri().encode()).hexdigest()
-        body = shared_value(f"api-board:{where}", lambda: self._board_body(request))
-        if "detail" in body:
-            return Response(body, 404)
-        return Response(body)
+        return shared_answer(request, f"api-board:{where}", lambda: self._board_body(request))
 
-    def _board_body(self, request: Request) -> dict[str, Any]:
+    def _board_body(self, request: Request) -> dict[str, Any] | Response:
         suite = catalogue_selectors.suite_version_pick(slug=request.query_params.get("suite"))
         hardware = catalogue_selectors.hardware_pick(slug=request.query_params.get("hardware"))
         if suite is None or hardware is None:
             what = "suite version" if suite is None else "hardware profile"
-            return not_shared({"detail": f"No such published {what}.", "code": "not_found"})
+            return Response({"detail": f"No such published {what}.", "code": "not_found"}, 404)
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(
             selectors.leaderboard_rows(suite=suite, hardware=hardware), request, view=self
@@ -213,8 +208,7 @@ class LeaderboardApi(APIView):
             "operators": [
                 row.operator.slug for row in catalogue_selectors.suite_operators(suite=suite)
             ],
-            # Plain lists and dicts: the copy is pickled into the cache.
-            "results": json.loads(json.dumps(listed["results"], cls=DjangoJSONEncoder)),
+            "results": listed["results"],
         }
 
 
@@ -362,10 +356,16 @@ class CompareApi(APIView):
         missing = [pk for pk in ids if pk not in visible]
         if missing:
             raise Http404(f"No submission {missing[0]} visible to you.")
+        compared = [visible[pk] for pk in ids]
+
+        def body() -> dict[str, Any]:
+            return ComparisonSerializer(
+                submissions_compare_shared(submissions=compared, user=request.user)
+            ).data
+
         try:
-            body = submissions_compare_shared(
-                submissions=[visible[pk] for pk in ids], user=request.user
-            )
+            if comparison_shareable(submissions=compared, user=request.user):
+                return shared_answer(request, "api-compare:" + ",".join(map(str, ids)), body)
+            return Response(body())
         except ComparisonError as error:
             return error_response(detail=str(error), code="compare:not-comparable", status=400)
-        return Response(ComparisonSerializer(body).data)

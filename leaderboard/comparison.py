@@ -105,22 +105,24 @@ def submissions_compare(*, submissions: list[Submission], user: Any) -> dict[str
     }
 
 
-def _shareable(submission: Submission) -> bool:
-    """Seen alike by every reader (public, not hidden) and final until a change that bumps
-    the board's generation (published: its results change only by a new status)."""
-    return (
+def comparison_shareable(*, submissions: list[Submission], user: Any) -> bool:
+    """Whether the comparison of ``submissions`` is the same for ``user`` as for everyone:
+    each submission public, not hidden and published (its results then change only with a
+    new status, which bumps the board's generation), and the reader not staff (staff see
+    hidden shapes)."""
+    return not querysets.is_staff(user) and all(
         submission.visibility == querysets.PUBLIC
         and not submission.hidden
         and submission.status == Submission.Status.PUBLISHED
+        for submission in submissions
     )
 
 
 def submissions_compare_shared(*, submissions: list[Submission], user: Any) -> dict[str, Any]:
     """``submissions_compare``, computed once per board generation and shared by every
-    reader when what it shows is the same for all of them: every submission public and
-    published, and the reader not staff (staff see hidden shapes). Otherwise computed for
-    ``user`` alone. The caller checks first that ``user`` may see ``submissions``."""
-    if querysets.is_staff(user) or not all(_shareable(s) for s in submissions):
+    reader where ``comparison_shareable``; otherwise computed for ``user`` alone. The
+    caller checks first that ``user`` may see ``submissions``."""
+    if not comparison_shareable(submissions=submissions, user=user):
         return submissions_compare(submissions=submissions, user=user)
     key = "compare:" + ",".join(str(submission.pk) for submission in submissions)
     return shared_value(
