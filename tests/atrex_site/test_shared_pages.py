@@ -55,7 +55,7 @@ def _without_csrf_tokens(content: bytes) -> bytes:
 
 
 def test_a_signed_in_reader_gets_the_shared_page_with_their_own_header(
-    client, catalogue, alice, bob, settings, django_assert_max_num_queries
+    client, catalogue, alice, bob, django_assert_max_num_queries
 ):
     row = publish_row(owner=alice, suite=catalogue, title="alice's kernels", fraction=0.3)
     for url in (_board_url(catalogue), reverse("submissions:detail", args=[row.pk])):
@@ -66,12 +66,31 @@ def test_a_signed_in_reader_gets_the_shared_page_with_their_own_header(
             shared = client.get(url)
         assert shared.status_code == 200 and shared["X-Atrex-Cache"] == "hit"
         assert b"Log out (bob-reader)" in shared.content and b"Log in" not in shared.content
-        # The very page bob would get if it were built for him alone.
-        settings.ATREX = {**settings.ATREX, "PUBLIC_PAGE_CACHE_S": 0}
-        own = client.get(url)
-        settings.ATREX = {**settings.ATREX, "PUBLIC_PAGE_CACHE_S": 60}
-        assert "X-Atrex-Cache" not in own
-        assert _without_csrf_tokens(shared.content) == _without_csrf_tokens(own.content)
+        client.logout()
+
+
+def test_the_shared_page_is_the_page_built_for_the_reader(client, catalogue, alice, bob, settings):
+    """A page that shows a reader more than the site header (their own row, a control)
+    must say so (``shared_page(view, personal=...)``): this fails where it does not."""
+    row = publish_row(owner=alice, suite=catalogue, title="alice's kernels", fraction=0.3)
+    urls = [
+        _board_url(catalogue),
+        reverse("submissions:detail", args=[row.pk]),
+        reverse("leaderboard:history") + f"?suite={catalogue.slug}&hardware=cpu-dev",
+        reverse("leaderboard:operator", args=["rms_norm"])
+        + f"?suite={catalogue.slug}&hardware=cpu-dev",
+    ]
+    for reader in (alice, bob):
+        client.force_login(reader)
+        for url in urls:
+            settings.ATREX = {**settings.ATREX, "PUBLIC_PAGE_CACHE_S": 60}
+            client.get(url)
+            shared = client.get(url)
+            settings.ATREX = {**settings.ATREX, "PUBLIC_PAGE_CACHE_S": 0}
+            own = client.get(url)
+            assert shared.status_code == own.status_code == 200
+            assert "X-Atrex-Cache" not in own
+            assert _without_csrf_tokens(shared.content) == _without_csrf_tokens(own.content)
         client.logout()
 
 
