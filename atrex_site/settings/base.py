@@ -290,6 +290,12 @@ ATREX = {
 # Counters of the API's rate limits. One process: memory; several (production): set
 # DJANGO_CACHE_URL=redis://127.0.0.1:6379/1 so that every process counts together.
 CACHES = {"default": env.cache_url("DJANGO_CACHE_URL", default="locmemcache://")}
+# With a cache every process shares (Redis, memcached), sessions are read through it: one
+# database query less on each signed-in request (atrex_site/page_cache.py serves the rest
+# of a public page from the cache). A per-process cache would go on accepting a session
+# that another process ended (a log-out), so there the database alone.
+if CACHES["default"]["BACKEND"].endswith(("RedisCache", "PyMemcacheCache", "PyLibMCCache")):
+    SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 
 REST_FRAMEWORK = {
     # Token first: an unauthenticated API call answers 401 with "WWW-Authenticate: Token".
