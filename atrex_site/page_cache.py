@@ -149,10 +149,10 @@ def shared_value_state(
     generation, entry = _read(key)
     if _fresh(entry, generation, seconds):
         return entry[2], "hit"  # type: ignore[index]
-    lock = f"{key}:lock:{generation}"
     owner = uuid.uuid4().hex
     deadline = time.monotonic() + WAIT_S
     while True:
+        lock = f"{key}:lock:{generation}"
         if cache.add(lock, owner, LOCK_S):
             try:
                 value, shared = _build(key, generation, build, seconds)
@@ -165,11 +165,13 @@ def shared_value_state(
         if time.monotonic() >= deadline:
             value = build()  # the builder is too slow: build without waiting any longer
             return (value.value if isinstance(value, _NotShared) else value), "off"
+        # No copy at all yet (a cold cache): wait for the builder rather than build too.
         time.sleep(POLL_S)
         generation, entry = _read(key)
-        if entry is not None and entry[0] >= generation:
-            return entry[2], "hit"
-        entry = None  # an older generation's copy appeared meanwhile: keep waiting
+        if _fresh(entry, generation, seconds):
+            return entry[2], "hit"  # type: ignore[index]
+        # A copy of an older generation (a bump during that build) is served at the next
+        # turn unless this request gets the new generation's lock.
 
 
 def shared_value(key: str, build: Callable[[], T], *, seconds: int | None = None) -> T:
@@ -191,8 +193,10 @@ def _anonymous(request: HttpRequest) -> bool:
     )
 
 
-def _page_key(request: HttpRequest) -> str:
-    where = request.build_absolute_uri()
+def _page_key(request: HttpRequest, *, absolute: bool = False) -> str:
+    """The key of a page's copy: its path and query, with the scheme and host where the
+    answer holds absolute links (the API's ``next``, ``previous``)."""
+    where = request.build_absolute_uri() if absolute else request.get_full_path()
     return f"page:{request.method}:{hashlib.sha256(where.encode()).hexdigest()}"
 
 
@@ -323,7 +327,7 @@ def cached_for_anonymous(view: Callable[..., HttpResponse]) -> Callable[..., Htt
         if not _seconds() or not _anonymous(request):
             return view(request, *args, **kwargs)
         kept, state = shared_value_state(
-            _page_key(request), lambda: _as_copy(view(request, *args, **kwargs))
+            _page_key(request, absolute=True), lambda: _as_copy(view(request, *args, **kwargs))
         )
         return _response(kept, state)
 

@@ -479,7 +479,7 @@ def _phase(
 ) -> tuple[dict[str, object], float, int]:
     """One load phase on a fresh gunicorn: the load generator's figures, the 1-minute load
     average when it started and the scores published meanwhile."""
-    port = _free_port()
+    port = args.port  # one address for the run: the shared copies name the host
     server = gunicorn_start(port=port, workers=args.workers)
     load_average = os.getloadavg()[0]
     publisher = Publisher(every_s=args.publish_every_s) if publish else None
@@ -525,6 +525,7 @@ def main() -> int:
     parser.add_argument("--publish", choices=["off", "on", "both"], default="both")
     parser.add_argument("--publish-every-s", type=float, default=10.0)
     args = parser.parse_args()
+    args.port = _free_port()
     if args.command == "load":
         print(json.dumps(load(url=args.url, clients=args.clients, duration_s=args.duration_s,
                               max_requests=args.max_requests,
