@@ -54,6 +54,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.contrib.messages import get_messages
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
 
 GENERATION_KEY = "atrex:board-generation"
@@ -67,6 +68,12 @@ WAIT_S = 30.0
 POLL_S = 0.02
 # Copies stay this many times their freshness, to be served while their successor builds.
 KEEP_FACTOR = 60
+
+# Readers' site headers kept per process (see _personal_header).
+HEADER_S = 60.0
+HEADERS_KEPT = 4096
+_HEADERS: dict[tuple, tuple[float, str]] = {}
+_CSRF_PLACEHOLDER = "atrex-csrf-token-placeholder"
 
 T = TypeVar("T")
 
@@ -252,13 +259,26 @@ def _shared_page(view: Callable[..., HttpResponse], request: HttpRequest, args, 
 
 
 def _personal_header(request: HttpRequest) -> str | None:
-    """This reader's site header (``base.html`` rendered for them, header cut out)."""
-    page = render_to_string("base.html", request=request)
-    start = page.find(HEADER_OPEN)
-    end = page.find(HEADER_CLOSE, start)
-    if start < 0 or end < 0:
-        return None
-    return page[start : end + len(HEADER_CLOSE)]
+    """This reader's site header: ``base.html`` rendered for them, header cut out; kept
+    per reader and path in this process for ``HEADER_S`` seconds with a placeholder for
+    the CSRF token, which is masked afresh for each response as the template would."""
+    user = request.user
+    key = (user.pk, user.get_username(), user.is_staff, user.is_superuser, request.path)
+    now = time.monotonic()
+    kept = _HEADERS.get(key)
+    if kept is None or now - kept[0] > HEADER_S:
+        page = render_to_string("base.html", {"csrf_token": _CSRF_PLACEHOLDER}, request=request)
+        start = page.find(HEADER_OPEN)
+        end = page.find(HEADER_CLOSE, start)
+        if start < 0 or end < 0:
+            return None
+        if len(_HEADERS) >= HEADERS_KEPT:
+            _HEADERS.clear()
+        kept = _HEADERS[key] = (now, page[start : end + len(HEADER_CLOSE)])
+    header = kept[1]
+    if _CSRF_PLACEHOLDER in header:
+        header = header.replace(_CSRF_PLACEHOLDER, get_token(request))
+    return header
 
 
 def _with_header(kept: Any, request: HttpRequest) -> Any | None:

@@ -481,6 +481,18 @@ def _phase(
     average when it started and the scores published meanwhile."""
     port = args.port  # one address for the run: the shared copies name the host
     server = gunicorn_start(port=port, workers=args.workers)
+    # The master listens before its workers have imported the site: wait until each
+    # worker has answered (their first requests load the views and templates), so that
+    # the phase measures serving, not starting.
+    warm = load(
+        url=f"http://127.0.0.1:{port}{path}",
+        clients=args.workers * 2,
+        duration_s=120,
+        max_requests=args.workers * 4,
+        headers=headers,
+    )
+    if warm["errors"]:
+        raise RuntimeError(f"{path}: the warm-up requests failed: {warm['error_sample']}")
     load_average = os.getloadavg()[0]
     publisher = Publisher(every_s=args.publish_every_s) if publish else None
     try:

@@ -352,19 +352,27 @@ class CompareApi(APIView):
                 code="compare:bad-ids",
                 status=400,
             )
-        visible = submissions_visible_to(user=request.user).in_bulk(ids)
+        # Who may see which, from a narrow query (the whole rows, the suite's definition
+        # among them, are loaded only to build the comparison, not to serve its copy).
+        visible = (
+            submissions_visible_to(user=request.user)
+            .select_related(None)
+            .only("pk", "visibility", "hidden", "status")
+            .in_bulk(ids)
+        )
         missing = [pk for pk in ids if pk not in visible]
         if missing:
             raise Http404(f"No submission {missing[0]} visible to you.")
-        compared = [visible[pk] for pk in ids]
 
         def body() -> dict[str, Any]:
+            loaded = submissions_visible_to(user=request.user).in_bulk(ids)
+            compared = [loaded[pk] for pk in ids]
             return ComparisonSerializer(
                 submissions_compare_shared(submissions=compared, user=request.user)
             ).data
 
         try:
-            if comparison_shareable(submissions=compared, user=request.user):
+            if comparison_shareable(submissions=list(visible.values()), user=request.user):
                 return shared_answer(request, "api-compare:" + ",".join(map(str, ids)), body)
             return Response(body())
         except ComparisonError as error:
