@@ -50,6 +50,7 @@ from importlib import import_module
 from typing import Any, TypeVar
 
 from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.messages import get_messages
 from django.core.cache import cache
@@ -73,6 +74,9 @@ KEEP_FACTOR = 60
 HEADER_S = 60.0
 HEADERS_KEPT = 4096
 _HEADERS: dict[tuple, tuple[float, str]] = {}
+# Signed-in readers kept per process (see _reader).
+READER_S = 10.0
+_READERS: dict[tuple, tuple[float, Any]] = {}
 _CSRF_PLACEHOLDER = "atrex-csrf-token-placeholder"
 
 T = TypeVar("T")
@@ -258,11 +262,10 @@ def _shared_page(view: Callable[..., HttpResponse], request: HttpRequest, args, 
     return kept, state
 
 
-def _personal_header(request: HttpRequest) -> str | None:
+def _personal_header(request: HttpRequest, user: Any) -> str | None:
     """This reader's site header: ``base.html`` rendered for them, header cut out; kept
     per reader and path in this process for ``HEADER_S`` seconds with a placeholder for
     the CSRF token, which is masked afresh for each response as the template would."""
-    user = request.user
     key = (user.pk, user.get_username(), user.is_staff, user.is_superuser, request.path)
     now = time.monotonic()
     kept = _HEADERS.get(key)
@@ -281,7 +284,41 @@ def _personal_header(request: HttpRequest) -> str | None:
     return header
 
 
-def _with_header(kept: Any, request: HttpRequest) -> Any | None:
+def _reader(request: HttpRequest) -> Any:
+    """``request.user`` as Django's ``get_user`` finds it, without its database query on
+    most requests: the user found for this session's (user id, password hash, backend) is
+    kept in this process for ``READER_S`` seconds. The session itself is read on every
+    request, so a log-out counts at once; a change to the account (deactivated, renamed,
+    made staff, a new password) reaches these pages' header and choices within
+    ``READER_S``. Used only to serve shared copies: a page built for the reader sees
+    ``request.user`` itself."""
+    session = request.session
+    key = (
+        session.get(SESSION_KEY),
+        session.get(HASH_SESSION_KEY),
+        session.get(BACKEND_SESSION_KEY),
+    )
+    if key[0] is None:
+        return AnonymousUser()
+    now = time.monotonic()
+    kept = _READERS.get(key)
+    if kept is not None and now - kept[0] <= READER_S:
+        return kept[1]
+    user = request.user
+    if user.is_authenticated:
+        if len(_READERS) >= HEADERS_KEPT:
+            _READERS.clear()
+        _READERS[key] = (now, user)
+    return user
+
+
+def forget_readers() -> None:
+    """Drop the readers and headers this process keeps (tests)."""
+    _READERS.clear()
+    _HEADERS.clear()
+
+
+def _with_header(kept: Any, request: HttpRequest, user: Any) -> Any | None:
     """The shared copy with this reader's site header, or None when it cannot be made."""
     status, headers, content = kept
     if not headers.get("Content-Type", "").startswith("text/html"):
@@ -289,7 +326,7 @@ def _with_header(kept: Any, request: HttpRequest) -> Any | None:
     page = content.decode()
     start = page.find(HEADER_OPEN)
     end = page.find(HEADER_CLOSE, start)
-    header = _personal_header(request)
+    header = _personal_header(request, user)
     if start < 0 or end < 0 or header is None:
         return None
     page = page[:start] + header + page[end + len(HEADER_CLOSE) :]
@@ -302,7 +339,7 @@ def shared_page(
     personal: Callable[..., bool] | None = None,
 ) -> Any:
     """Serve a Django view's GET from the shared copy (see the module), to every reader
-    for whom the page differs only in the site header. ``personal(request, *args,
+    for whom the page differs only in the site header. ``personal(reader, *args,
     **kwargs)``: True when the page could show this signed-in reader more (their own
     submission); the page is then built for them alone. Staff always are. Use as
     ``shared_page(view)`` or ``shared_page(view, personal=...)``."""
@@ -318,18 +355,18 @@ def shared_page(
             # sign anyone in to a page).
             kept, state = _shared_page(view, request, args, kwargs)
             return _response(kept, state)
-        user = request.user
+        user = _reader(request)
         if (
             user.is_staff
             or len(get_messages(request))
-            or (user.is_authenticated and personal and personal(request, *args, **kwargs))
+            or (user.is_authenticated and personal and personal(user, *args, **kwargs))
         ):
             return view(request, *args, **kwargs)
         kept, state = _shared_page(view, request, args, kwargs)
         if isinstance(kept, HttpResponse):
             return view(request, *args, **kwargs)  # not shareable: build it for this reader
         if user.is_authenticated:
-            kept = _with_header(kept, request)
+            kept = _with_header(kept, request, user)
             if kept is None:
                 return view(request, *args, **kwargs)
         return _response(kept, state)

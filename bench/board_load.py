@@ -315,7 +315,7 @@ def endpoints() -> dict[str, str]:
         "api-compare": f"/api/compare/?submissions={sample.pk},{other.pk}",
     }
     try:
-        paths["compare"] = reverse("leaderboard:compare") + f"?ids={sample.pk},{other.pk}"
+        paths["compare"] = reverse("leaderboard:compare") + f"?submissions={sample.pk},{other.pk}"
     except NoReverseMatch:
         pass  # no comparison page on this site yet
     paths["api-submission"] = f"/api/submissions/{sample.pk}/"

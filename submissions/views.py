@@ -188,10 +188,10 @@ def _roofline_chart(
     return figure, skipped
 
 
-def reader_owns_submission(request: HttpRequest, pk: int, **_kwargs: Any) -> bool:
-    """Whether the signed-in reader owns submission ``pk``: its page then shows them more
-    (cancel, files, a private submission), so it is built for them, not shared."""
-    return Submission.objects.filter(pk=pk, owner_id=request.user.pk).exists()
+def reader_owns_submission(reader: Any, pk: int, **_kwargs: Any) -> bool:
+    """Whether the signed-in ``reader`` owns submission ``pk``: its page then shows them
+    more (cancel, files, a private submission), so it is built for them, not shared."""
+    return Submission.objects.filter(pk=pk, owner_id=reader.pk).exists()
 
 
 def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:

@@ -28,8 +28,10 @@ CSRF_TOKEN = re.compile(rb'name="csrfmiddlewaretoken" value="[^"]+"')
 def shared_copies(settings):
     settings.ATREX = {**settings.ATREX, "PUBLIC_PAGE_CACHE_S": 60}
     cache.clear()
+    page_cache.forget_readers()
     yield
     cache.clear()
+    page_cache.forget_readers()
 
 
 @pytest.fixture

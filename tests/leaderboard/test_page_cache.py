@@ -7,6 +7,7 @@ import pytest
 from django.core.cache import cache
 from django.urls import reverse
 
+from atrex_site import page_cache
 from submissions.curation import submission_flag_set
 from submissions.models import Score, Submission
 from submissions.scores import scores_refresh_compile_speedup
@@ -17,11 +18,13 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def page_cache(settings):
+def anonymous_copies_on(settings):
     settings.ATREX = {**settings.ATREX, "PUBLIC_PAGE_CACHE_S": 60}
     cache.clear()
+    page_cache.forget_readers()
     yield
     cache.clear()
+    page_cache.forget_readers()
 
 
 def _board(client, **extra):
