@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from django.conf import settings
 from django.core.cache import cache
 from django.urls import reverse
 
@@ -239,3 +240,15 @@ def test_the_comparison_is_shared_only_between_readers_who_see_the_same(
     assert client.get(url).status_code == 404
     client.force_login(alice)
     assert [s["title"] for s in client.get(url).json()["submissions"]] == ["slow", "fast"]
+
+
+def test_a_log_out_counts_at_once_even_with_the_old_session_cookie(client, catalogue, bob):
+    publish_row(owner=bob, suite=catalogue, title="first row", fraction=0.3)
+    client.force_login(bob)
+    assert b"Log out (bob-reader)" in client.get(_board_url(catalogue)).content
+    old_cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    client.logout()
+    client.cookies[settings.SESSION_COOKIE_NAME] = old_cookie  # replayed after the log-out
+    page = client.get(_board_url(catalogue))
+    assert page.status_code == 200
+    assert b"Log out (bob-reader)" not in page.content and b"Log in" in page.content
