@@ -1,17 +1,37 @@
-"""Copies of the public board pages for readers who carry no credentials.
+"""Shared copies of the public pages, for every reader: anonymous, signed in or with a token.
 
-The board, its API list, downloads, operator and history pages are the same for every
-anonymous reader, and they are what a crowd reads. A request with no session cookie and no
-``Authorization`` header (nothing that could make the page personal: private rows show to
-their owner and to staff only) is answered from the cache when a copy is there.
+The board, its API list, a submission's page, the comparisons, downloads, operator and
+history pages cost tenths of a second to build and are the same for nearly everyone who
+reads them. They are built once and shared:
 
-Every copy is filed under the board's *generation*, a counter in the same cache that
-anything changing what the board shows bumps: a score stored or refreshed, a submission
-saved (visibility, curation flags, title), a suite version or hardware profile saved. With
-a cache shared by every process (Redis in production: ``DJANGO_CACHE_URL``), a change is
-visible at the next request. With the per-process default cache, a change made in another
-process (a worker publishing) is seen when the copy expires: ``ATREX["PUBLIC_PAGE_CACHE_S"]``
-seconds at most (0 turns the cache off).
+* **Whole pages** (``shared_page``): a page is always built for an *anonymous* copy of the
+  request (no cookies, no ``Authorization``, ``AnonymousUser``), so that a shared copy can
+  only hold what anyone may see. A reader without a session gets that copy as it is. A
+  signed-in reader gets it with the site header (``<header class="top">``, the navigation
+  with their name and the log-out form) taken from ``base.html`` rendered for them: the
+  only part of these pages that depends on who reads them. The page is built for the
+  reader alone (never shared) when it could differ in more: staff (hidden shapes, curation
+  controls), a view's ``personal`` test (the owner of the submission on the page), or
+  messages waiting to be shown.
+* **Values** (``shared_value``): what an API answer or a comparison is computed from, for
+  views that must run per request anyway (token authentication, throttling).
+
+Every copy is filed with the board's *generation*, a counter in the same cache that
+anything changing what the public pages show bumps (``board_changed``): a score stored or
+refreshed, a submission saved (visibility, curation flags, title), a status moving to or
+from ``published``, a suite version or hardware profile saved. A copy of an older
+generation, or older than ``ATREX["PUBLIC_PAGE_CACHE_S"]`` seconds (a running submission's
+page changes without a bump), is rebuilt by the first request that sees it, and by that
+request only: it takes a lock in the cache (``cache.add``, atomic in Redis and in the
+per-process memory cache), and while it builds, other requests get the previous copy
+(*stale while revalidate*; a lock is per generation, so a bump during a build starts one
+more build, not a herd). Where there is no copy yet, the others wait for the builder
+(polling) instead of building too. So a bump costs one build per page, not one per reader.
+
+With a cache shared by every process (Redis in production: ``DJANGO_CACHE_URL``), a change
+is seen by the next request. With the per-process default cache, a change made in another
+process (a worker publishing) is seen when the copy is older than the seconds above
+(``0`` turns every shared copy off).
 
 It lives here, beside the settings, because the board (``leaderboard``) and the
 submission pages (``submissions``) both use it, and ``submissions`` must not import the
@@ -20,18 +40,46 @@ board; ``leaderboard``'s app config connects the signals that bump the generatio
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import time
+import uuid
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from importlib import import_module
+from typing import Any, TypeVar
 
 from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.messages import get_messages
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
+from django.template.loader import render_to_string
 
 GENERATION_KEY = "atrex:board-generation"
 _KEPT_HEADERS = ("Content-Type", "Content-Disposition", "Content-Language")
+# The part of every HTML page that depends on the reader (base.html's site header).
+HEADER_OPEN, HEADER_CLOSE = '<header class="top">', "</header>"
+# A builder holds its lock at most this long (a build that dies frees it by expiring).
+LOCK_S = 60
+# A request that finds no copy at all waits this long for another request's build.
+WAIT_S = 30.0
+POLL_S = 0.02
+# Copies stay this many times their freshness, to be served while their successor builds.
+KEEP_FACTOR = 60
+
+# Readers' site headers kept per process (see _personal_header).
+HEADER_S = 60.0
+HEADERS_KEPT = 4096
+_HEADERS: dict[tuple, tuple[float, str]] = {}
+# Signed-in readers kept per process (see _reader).
+READER_S = 10.0
+_READERS: dict[tuple, tuple[float, Any]] = {}
+_CSRF_PLACEHOLDER = "atrex-csrf-token-placeholder"
+
+T = TypeVar("T")
 
 
 def _seconds() -> int:
@@ -50,11 +98,102 @@ def board_generation() -> int:
 
 
 def board_changed(**_signal_kwargs: Any) -> None:
-    """Retire every cached page (a signal receiver, also called by services directly)."""
+    """Retire every shared copy (a signal receiver, also called by services directly)."""
     try:
         cache.incr(GENERATION_KEY)
     except ValueError:  # no counter yet (or evicted): start one past any earlier value
         cache.set(GENERATION_KEY, int(time.time() * 1000), None)
+
+
+# ------------------------------------------------------------------ shared values
+
+
+class _NotShared:
+    """What a build returns when its result must reach this request only (``value``)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def not_shared(value: T) -> T:
+    """Wrap a build's result that must not be stored (an error page, a 404)."""
+    return _NotShared(value)  # type: ignore[return-value]
+
+
+def _read(key: str) -> tuple[int, tuple[int, float, Any] | None]:
+    """The current generation and the stored entry (one round trip to the cache)."""
+    found = cache.get_many([GENERATION_KEY, key])
+    generation = found.get(GENERATION_KEY)
+    if generation is None:
+        generation = board_generation()
+    return generation, found.get(key)
+
+
+def _fresh(entry: tuple[int, float, Any] | None, generation: int, seconds: int) -> bool:
+    return entry is not None and entry[0] == generation and time.time() - entry[1] < seconds
+
+
+def _build(key: str, generation: int, build: Callable[[], Any], seconds: int) -> tuple[Any, bool]:
+    """Run ``build`` (the caller holds the lock) and store its result unless not shared."""
+    built_at = time.time()
+    value = build()
+    if isinstance(value, _NotShared):
+        return value.value, False
+    current = cache.get(key)
+    # A slower build of an older generation never replaces a newer one's copy.
+    if current is None or current[0] <= generation:
+        cache.set(key, (generation, built_at, value), seconds * KEEP_FACTOR)
+    return value, True
+
+
+def shared_value_state(
+    key: str, build: Callable[[], T], *, seconds: int | None = None
+) -> tuple[T, str]:
+    """``shared_value`` and how it was answered: ``hit`` (a fresh copy), ``miss`` (built
+    by this request), ``stale`` (the previous copy, while another request rebuilds) or
+    ``off`` (no sharing: ``PUBLIC_PAGE_CACHE_S`` is 0, or the result was not shared)."""
+    seconds = _seconds() if seconds is None else seconds
+    if not seconds:
+        value = build()
+        return (value.value if isinstance(value, _NotShared) else value), "off"
+    key = f"atrex:shared:{key}"
+    generation, entry = _read(key)
+    if _fresh(entry, generation, seconds):
+        return entry[2], "hit"  # type: ignore[index]
+    owner = uuid.uuid4().hex
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        lock = f"{key}:lock:{generation}"
+        if cache.add(lock, owner, LOCK_S):
+            try:
+                value, shared = _build(key, generation, build, seconds)
+            finally:
+                if cache.get(lock) == owner:
+                    cache.delete(lock)
+            return value, "miss" if shared else "off"
+        if entry is not None:
+            return entry[2], "stale"  # another request rebuilds: the previous copy meanwhile
+        if time.monotonic() >= deadline:
+            value = build()  # the builder is too slow: build without waiting any longer
+            return (value.value if isinstance(value, _NotShared) else value), "off"
+        # No copy at all yet (a cold cache): wait for the builder rather than build too.
+        time.sleep(POLL_S)
+        generation, entry = _read(key)
+        if _fresh(entry, generation, seconds):
+            return entry[2], "hit"  # type: ignore[index]
+        # A copy of an older generation (a bump during that build) is served at the next
+        # turn unless this request gets the new generation's lock.
+
+
+def shared_value(key: str, build: Callable[[], T], *, seconds: int | None = None) -> T:
+    """The value of ``build()`` shared by every process under ``key`` for the current
+    generation and at most ``seconds`` (default ``PUBLIC_PAGE_CACHE_S``); built by one
+    request at a time (see the module). ``key`` must name everything the value depends on;
+    the value must not depend on who asks. A build may return ``not_shared(value)``."""
+    return shared_value_state(key, build, seconds=seconds)[0]
+
+
+# ------------------------------------------------------------------ whole pages
 
 
 def _anonymous(request: HttpRequest) -> bool:
@@ -65,31 +204,188 @@ def _anonymous(request: HttpRequest) -> bool:
     )
 
 
-def cached_for_anonymous(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Serve ``view`` from the cache to readers without credentials (see the module)."""
+def _page_key(request: HttpRequest, *, absolute: bool = False) -> str:
+    """The key of a page's copy: its path and query, with the scheme and host where the
+    answer holds absolute links (the API's ``next``, ``previous``)."""
+    where = request.build_absolute_uri() if absolute else request.get_full_path()
+    return f"page:{request.method}:{hashlib.sha256(where.encode()).hexdigest()}"
+
+
+def _as_copy(response: HttpResponse) -> Any:
+    """A response as a shareable copy, or ``not_shared`` when it must not be shared."""
+    if hasattr(response, "render") and callable(response.render):
+        response = response.render()  # DRF and template responses render lazily
+    if response.status_code != 200 or response.streaming or response.cookies:
+        return not_shared(response)
+    headers = {name: response[name] for name in _KEPT_HEADERS if name in response}
+    return (response.status_code, headers, response.content)
+
+
+def _response(kept: Any, state: str) -> HttpResponse:
+    if isinstance(kept, HttpResponse):
+        return kept
+    status, headers, content = kept
+    response = HttpResponse(content, status=status)
+    for name, value in headers.items():
+        response[name] = value
+    response["X-Atrex-Cache"] = state
+    return response
+
+
+def _anonymous_copy(request: HttpRequest) -> HttpRequest:
+    """The same request as a reader without credentials makes it."""
+    anonymous = copy.copy(request)
+    anonymous.META = {
+        name: value
+        for name, value in request.META.items()
+        if name not in ("HTTP_COOKIE", "HTTP_AUTHORIZATION", "CSRF_COOKIE")
+    }
+    anonymous.COOKIES = {}
+    anonymous.user = AnonymousUser()
+    anonymous.session = import_module(settings.SESSION_ENGINE).SessionStore()  # empty, unsaved
+    for private in ("_messages", "auser", "_cached_user"):
+        anonymous.__dict__.pop(private, None)
+    return anonymous
+
+
+def _shared_page(view: Callable[..., HttpResponse], request: HttpRequest, args, kwargs):
+    """The shared copy of the page (built for an anonymous copy of ``request``)."""
+
+    def build() -> Any:
+        anonymous = _anonymous_copy(request)
+        response = view(anonymous, *args, **kwargs)
+        if anonymous.META.get("CSRF_COOKIE_NEEDS_UPDATE"):
+            return not_shared(response)  # a form's CSRF token is per reader
+        return _as_copy(response)
+
+    kept, state = shared_value_state(_page_key(request), build)
+    return kept, state
+
+
+def _personal_header(request: HttpRequest, user: Any) -> str | None:
+    """This reader's site header: ``base.html`` rendered for them, header cut out; kept
+    per reader and path in this process for ``HEADER_S`` seconds with a placeholder for
+    the CSRF token, which is masked afresh for each response as the template would."""
+    key = (user.pk, user.get_username(), user.is_staff, user.is_superuser, request.path)
+    now = time.monotonic()
+    kept = _HEADERS.get(key)
+    if kept is None or now - kept[0] > HEADER_S:
+        page = render_to_string("base.html", {"csrf_token": _CSRF_PLACEHOLDER}, request=request)
+        start = page.find(HEADER_OPEN)
+        end = page.find(HEADER_CLOSE, start)
+        if start < 0 or end < 0:
+            return None
+        if len(_HEADERS) >= HEADERS_KEPT:
+            _HEADERS.clear()
+        kept = _HEADERS[key] = (now, page[start : end + len(HEADER_CLOSE)])
+    header = kept[1]
+    if _CSRF_PLACEHOLDER in header:
+        header = header.replace(_CSRF_PLACEHOLDER, get_token(request))
+    return header
+
+
+def _reader(request: HttpRequest) -> Any:
+    """``request.user`` as Django's ``get_user`` finds it, without its database query on
+    most requests: the user found for this session's (user id, password hash, backend) is
+    kept in this process for ``READER_S`` seconds. The session itself is read on every
+    request, so a log-out counts at once; a change to the account (deactivated, renamed,
+    made staff, a new password) reaches these pages' header and choices within
+    ``READER_S``. Used only to serve shared copies: a page built for the reader sees
+    ``request.user`` itself."""
+    session = request.session
+    key = (
+        session.get(SESSION_KEY),
+        session.get(HASH_SESSION_KEY),
+        session.get(BACKEND_SESSION_KEY),
+    )
+    if key[0] is None:
+        return AnonymousUser()
+    now = time.monotonic()
+    kept = _READERS.get(key)
+    if kept is not None and now - kept[0] <= READER_S:
+        return kept[1]
+    user = request.user
+    if user.is_authenticated:
+        if len(_READERS) >= HEADERS_KEPT:
+            _READERS.clear()
+        _READERS[key] = (now, user)
+    return user
+
+
+def forget_readers() -> None:
+    """Drop the readers and headers this process keeps (tests)."""
+    _READERS.clear()
+    _HEADERS.clear()
+
+
+def _with_header(kept: Any, request: HttpRequest, user: Any) -> Any | None:
+    """The shared copy with this reader's site header, or None when it cannot be made."""
+    status, headers, content = kept
+    if not headers.get("Content-Type", "").startswith("text/html"):
+        return kept  # a download: no header, the same bytes for everyone
+    page = content.decode()
+    start = page.find(HEADER_OPEN)
+    end = page.find(HEADER_CLOSE, start)
+    header = _personal_header(request, user)
+    if start < 0 or end < 0 or header is None:
+        return None
+    page = page[:start] + header + page[end + len(HEADER_CLOSE) :]
+    return status, headers, page.encode()
+
+
+def shared_page(
+    view: Callable[..., HttpResponse] | None = None,
+    *,
+    personal: Callable[..., bool] | None = None,
+) -> Any:
+    """Serve a Django view's GET from the shared copy (see the module), to every reader
+    for whom the page differs only in the site header. ``personal(reader, *args,
+    **kwargs)``: True when the page could show this signed-in reader more (their own
+    submission); the page is then built for them alone. Staff always are. Use as
+    ``shared_page(view)`` or ``shared_page(view, personal=...)``."""
+    if view is None:
+        return lambda inner: shared_page(inner, personal=personal)
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        seconds = _seconds()
-        if not seconds or not _anonymous(request):
+        if not _seconds() or request.method not in ("GET", "HEAD"):
             return view(request, *args, **kwargs)
-        path = hashlib.sha256(request.get_full_path().encode()).hexdigest()
-        key = f"atrex:page:{board_generation()}:{request.method}:{path}"
-        kept = cache.get(key)
-        if kept is not None:
-            status, headers, content = kept
-            response = HttpResponse(content, status=status)
-            for name, value in headers.items():
-                response[name] = value
-            response["X-Atrex-Cache"] = "hit"
-            return response
-        response = view(request, *args, **kwargs)
-        if hasattr(response, "render") and callable(response.render):
-            response = response.render()  # DRF and template responses render lazily
-        if response.status_code == 200 and not response.streaming and not response.cookies:
-            headers = {name: response[name] for name in _KEPT_HEADERS if name in response}
-            cache.set(key, (response.status_code, headers, response.content), seconds)
-            response["X-Atrex-Cache"] = "miss"
-        return response
+        if settings.SESSION_COOKIE_NAME not in request.COOKIES:
+            # No session: the page is the anonymous one (an Authorization header does not
+            # sign anyone in to a page).
+            kept, state = _shared_page(view, request, args, kwargs)
+            return _response(kept, state)
+        user = _reader(request)
+        if (
+            user.is_staff
+            or len(get_messages(request))
+            or (user.is_authenticated and personal and personal(user, *args, **kwargs))
+        ):
+            return view(request, *args, **kwargs)
+        kept, state = _shared_page(view, request, args, kwargs)
+        if isinstance(kept, HttpResponse):
+            return view(request, *args, **kwargs)  # not shareable: build it for this reader
+        if user.is_authenticated:
+            kept = _with_header(kept, request, user)
+            if kept is None:
+                return view(request, *args, **kwargs)
+        return _response(kept, state)
+
+    return wrapper
+
+
+def cached_for_anonymous(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Serve an API view from the shared copy to readers without credentials; requests
+    with a session or a token run the view (authentication, throttling), which shares its
+    payload through ``shared_value``."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not _seconds() or not _anonymous(request):
+            return view(request, *args, **kwargs)
+        kept, state = shared_value_state(
+            _page_key(request, absolute=True), lambda: _as_copy(view(request, *args, **kwargs))
+        )
+        return _response(kept, state)
 
     return wrapper

@@ -1,17 +1,31 @@
-"""Load figures for the board: a seeded PostgreSQL database, gunicorn, 50 concurrent clients.
+"""Load figures for the public pages: a seeded PostgreSQL database, gunicorn, 50 concurrent
+clients, for readers without credentials, signed-in readers and API-token clients, with and
+without a new score published every few seconds.
 
     python bench/board_load.py [--submissions 10000] [--reseed] [--clients 50]
         [--duration-s 20] [--max-requests 3000] [--workers 2]
+        [--endpoints board,api-board,submission,api-compare] [--viewers anonymous,session,token]
+        [--publish-every-s 10] [--publish off|on|both]
 
-1. Creates the database ``atrex_bench`` on 127.0.0.1:5432 (user postgres), migrates it and
-   seeds it with atrex-bench-v1 on h200-sxm: N published public submissions, each with a run,
-   440 shape results (COPY), 30 operator results (COPY) and a Score row (bulk_create).
-   An existing seeded database is reused unless ``--reseed``.
-2. Counts the SQL queries of each measured page in-process (CaptureQueriesContext).
-3. Starts gunicorn on 127.0.0.1 with the production settings (DEBUG off) and runs the load
-   generator (``load`` sub-command, standard library threads) in a second process against
-   the main board, the API board list and a submission page; prints p50/p95/p99 latency and
-   requests/s per endpoint. Every phase is bounded in requests and seconds.
+1. Creates the database ``atrex_bench`` (``ATREX_BENCH_DB``) on 127.0.0.1:5432 (user
+   postgres), migrates it and seeds it with atrex-bench-v1 on h200-sxm: N published public
+   submissions, each with a run, 440 shape results (COPY), 30 operator results (COPY) and a
+   Score row (bulk_create). An existing seeded database is reused unless ``--reseed``.
+2. The site runs as in production: Redis as the shared cache (``ATREX_BENCH_CACHE_URL``,
+   default ``redis://127.0.0.1:6379/0``, keys prefixed with the database's name), so that a
+   score published by another process retires the shared copies at the next request.
+3. A reader who owns nothing (``bench-reader``) signs in (a session cookie) and gets an API
+   token; ``anonymous`` readers send neither.
+4. Counts the SQL queries of each measured page per viewer in-process
+   (CaptureQueriesContext): the request that builds the shared copy (after a generation
+   bump) and the next one, which is served from it.
+5. Starts gunicorn on 127.0.0.1 with the production settings (DEBUG off), fresh per phase,
+   and runs the load generator (``load`` sub-command, standard library threads) in a
+   second process against each endpoint as each viewer; with ``--publish on`` a thread of
+   this process publishes a new scored submission (440 shape results) every
+   ``--publish-every-s`` seconds meanwhile, as a worker does. Prints p50/p95/p99 latency,
+   requests/s and the load average per phase. Every phase is bounded in requests and
+   seconds.
 
 A bench, not a test: it is not collected by pytest. Figures are for the machine it runs on.
 """
@@ -37,6 +51,9 @@ from urllib.parse import urlsplit
 REPO = Path(__file__).resolve().parents[1]
 DB_NAME = os.environ.get("ATREX_BENCH_DB", "atrex_bench")
 DB_URL = f"postgres://postgres@127.0.0.1:5432/{DB_NAME}"
+CACHE_URL = os.environ.get("ATREX_BENCH_CACHE_URL", "redis://127.0.0.1:6379/0")
+READER = "bench-reader"
+VIEWERS = ("anonymous", "session", "token")
 SUITE, HARDWARE = "atrex-bench-v1", "h200-sxm"
 GRACE_S = 30.0
 GUNICORN_LOG = Path(os.environ.get("TMPDIR", "/tmp")) / "atrex-board-load-gunicorn.log"
@@ -51,9 +68,15 @@ def _environment() -> dict[str, str]:
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
         "DJANGO_SECURE_SSL_REDIRECT": "false",
         "DATABASE_URL": DB_URL,
+        # Shared by every process, as in production; keys apart from other bench databases.
+        "DJANGO_CACHE_URL": f"{CACHE_URL}{'&' if '?' in CACHE_URL else '?'}key_prefix={DB_NAME}",
         "ATREX_DEFAULT_SUITE": SUITE,
         "ATREX_DEFAULT_HARDWARE": HARDWARE,
         "DJANGO_LOG_LEVEL": "WARNING",
+        # The bench measures what a page costs, not the API's rate limits (their counting
+        # still runs on every API request).
+        "ATREX_API_RATE_ANON": "100000000/min",
+        "ATREX_API_RATE_USER": "100000000/min",
     }
 
 
@@ -91,40 +114,51 @@ def _copy(cursor, table: str, columns: list[str], rows: io.StringIO) -> None:
             copy.write(chunk)
 
 
-def seed(*, submissions: int, seed_value: int = 7) -> dict[str, float]:
-    """Seed the database with ``submissions`` published rows; returns timings (s)."""
-    from django.contrib.auth import get_user_model
-    from django.db import connection, transaction
-    from django.utils import timezone
+class Seeder:
+    """Writes published submissions like the publishing service leaves them (one run, its
+    shape and operator results, a Score), in bulk."""
 
-    from catalogue.models import HardwareProfile
-    from catalogue.services import hardware_profiles_sync, suite_version_import
-    from evaluator.suite import load_suite
-    from submissions.models import EvaluationRun, OperatorResult, Score, ShapeResult, Submission
+    def __init__(self, *, seed_value: int = 7, catalogue: bool = True) -> None:
+        from django.contrib.auth import get_user_model
+        from django.utils import timezone
 
-    rng = random.Random(seed_value)
-    started = time.monotonic()
-    hardware_profiles_sync()
-    suite = suite_version_import(suite=load_suite(SUITE))
-    hardware = HardwareProfile.objects.get(slug=HARDWARE)
-    shapes = [s for s in suite.definition["shapes"] if not s.get("smoke")]
-    operators = {op["slug"]: op["importance"] for op in suite.definition["operators"]}
-    User = get_user_model()
-    owners = User.objects.bulk_create(
-        [User(username=f"bench{i}", email=f"bench{i}@example.org") for i in range(200)]
-    )
-    now = timezone.now()
-    timings: dict[str, float] = {}
-    batch = 1000
-    for first in range(0, submissions, batch):
-        count = min(batch, submissions - first)
+        from catalogue.models import HardwareProfile
+        from catalogue.selectors import suite_version_pick
+        from catalogue.services import hardware_profiles_sync, suite_version_import
+        from evaluator.suite import load_suite
+
+        self.rng = random.Random(seed_value)
+        if catalogue:  # store the suite and the profiles (each save bumps the generation)
+            hardware_profiles_sync()
+            self.suite = suite_version_import(suite=load_suite(SUITE))
+        else:
+            self.suite = suite_version_pick(slug=SUITE)
+        self.hardware = HardwareProfile.objects.get(slug=HARDWARE)
+        self.shapes = [s for s in self.suite.definition["shapes"] if not s.get("smoke")]
+        self.operators = {op["slug"]: op["importance"] for op in self.suite.definition["operators"]}
+        User = get_user_model()
+        owners = list(User.objects.filter(username__startswith="bench").exclude(username=READER))
+        if not owners:
+            owners = User.objects.bulk_create(
+                [User(username=f"bench{i}", email=f"bench{i}@example.org") for i in range(200)]
+            )
+        self.owners = owners
+        self.now = timezone.now()
+
+    def write(self, *, first: int, count: int) -> None:
+        """``count`` published submissions titled from number ``first`` on."""
+        from django.db import connection, transaction
+
+        from submissions.models import EvaluationRun, OperatorResult, Score, ShapeResult, Submission
+
+        rng, shapes, operators, hardware = self.rng, self.shapes, self.operators, self.hardware
         with transaction.atomic():
             subs = Submission.objects.bulk_create(
                 [
                     Submission(
-                        owner=owners[rng.randrange(len(owners))],
+                        owner=self.owners[rng.randrange(len(self.owners))],
                         title=f"bench kernels {first + i}",
-                        suite_version=suite,
+                        suite_version=self.suite,
                         hardware=hardware,
                         status=Submission.Status.PUBLISHED,
                         dsl=rng.choice(["triton", "cuda", "cutedsl"]),
@@ -141,8 +175,8 @@ def seed(*, submissions: int, seed_value: int = 7) -> dict[str, float]:
                         shapes_total=len(shapes),
                         shapes_done=len(shapes),
                         environment={"device_name": "NVIDIA H200"},
-                        started_at=now,
-                        finished_at=now,
+                        started_at=self.now,
+                        finished_at=self.now,
                     )
                     for sub in subs
                 ]
@@ -174,7 +208,7 @@ def seed(*, submissions: int, seed_value: int = 7) -> dict[str, float]:
                     Score(
                         submission=sub,
                         run=run,
-                        suite_version=suite,
+                        suite_version=self.suite,
                         hardware=hardware,
                         aggregate=aggregate,
                         aggregate_ci_low=aggregate * 0.99,
@@ -184,7 +218,7 @@ def seed(*, submissions: int, seed_value: int = 7) -> dict[str, float]:
                         fallback_rate=fallbacks / len(shapes),
                         geomean_speedup_eager=2.0,
                         operator_scores=operator_scores,
-                        published_at=now,
+                        published_at=self.now,
                     )
                 )
             with connection.cursor() as cursor:
@@ -205,42 +239,143 @@ def seed(*, submissions: int, seed_value: int = 7) -> dict[str, float]:
                     operator_rows,
                 )
             Score.objects.bulk_create(scores)
+
+
+def seed(*, submissions: int, seed_value: int = 7) -> dict[str, float]:
+    """Seed the database with ``submissions`` published rows; returns timings (s)."""
+    from django.db import connection
+
+    started = time.monotonic()
+    seeder = Seeder(seed_value=seed_value)
+    batch = 1000
+    for first in range(0, submissions, batch):
+        count = min(batch, submissions - first)
+        seeder.write(first=first, count=count)
         done = first + count
         if done % 2000 == 0 or done == submissions:
             print(f"  seeded {done}/{submissions} ({time.monotonic() - started:.0f} s)", flush=True)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
-    timings["seed_s"] = time.monotonic() - started
-    return timings
+    return {"seed_s": time.monotonic() - started}
+
+
+class Publisher:
+    """A thread publishing one new scored submission every ``every_s`` seconds, the first
+    after half of that (its rows written as the publishing service writes them, then the
+    board's generation bumped, as the service's signals do), until stopped."""
+
+    def __init__(self, *, every_s: float) -> None:
+        self.every_s = every_s
+        self.published = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        from atrex_site.page_cache import board_changed
+        from submissions.models import Submission
+
+        seeder = Seeder(seed_value=int(time.time()), catalogue=False)
+        wait_s = self.every_s / 2  # the first half-way into the period, then every period
+        try:
+            while not self._stop.wait(wait_s):
+                wait_s = self.every_s
+                seeder.write(first=Submission.objects.count(), count=1)
+                board_changed()
+                self.published += 1
+        finally:
+            connection.close()
+
+    def __enter__(self) -> Publisher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
 
 
 def endpoints() -> dict[str, str]:
-    """The measured paths: main board, API board list, one submission's page and API."""
+    """The measured paths: main board, API board list, one submission's page, the
+    comparison of two submissions (API, and the page where the site has one), and the
+    submission's API entry (counted, not loaded)."""
+    from django.urls import NoReverseMatch, reverse
+
     from submissions.models import Submission
 
-    sample = Submission.objects.order_by("pk")[Submission.objects.count() // 2 :].first()
+    published = Submission.objects.filter(status=Submission.Status.PUBLISHED).order_by("pk")
+    middle = published.count() // 2
+    sample, other = published[middle : middle + 2]
     query = f"?suite={SUITE}&hardware={HARDWARE}"
+    paths = {
+        "board": f"/{query}",
+        "api-board": f"/api/leaderboard/{query}",
+        "submission": f"/submissions/{sample.pk}/",
+        "api-compare": f"/api/compare/?submissions={sample.pk},{other.pk}",
+    }
+    try:
+        paths["compare"] = reverse("leaderboard:compare") + f"?submissions={sample.pk},{other.pk}"
+    except NoReverseMatch:
+        pass  # no comparison page on this site yet
+    paths["api-submission"] = f"/api/submissions/{sample.pk}/"
+    return paths
+
+
+def viewer_headers() -> dict[str, dict[str, str]]:
+    """Request headers per viewer: none; the session cookie of a signed-in reader who owns
+    nothing; an API token of that reader."""
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from accounts.services import api_token_create
+
+    reader, _ = get_user_model().objects.get_or_create(
+        username=READER, defaults={"email": f"{READER}@example.org"}
+    )
+    client = Client()
+    client.force_login(reader)
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    token = api_token_create(user=reader, name=f"bench {time.time():.0f}").secret
     return {
-        "board page": f"/{query}",
-        "API board list": f"/api/leaderboard/{query}",
-        "submission page": f"/submissions/{sample.pk}/",
-        "API submission": f"/api/submissions/{sample.pk}/",
+        "anonymous": {},
+        "session": {"Cookie": f"{settings.SESSION_COOKIE_NAME}={session}"},
+        "token": {"Authorization": f"Token {token}"},
     }
 
 
-def query_counts(paths: dict[str, str]) -> dict[str, tuple[int, int, float]]:
-    """(status, SQL queries, seconds) of one in-process request per path."""
+def query_counts(
+    paths: dict[str, str], headers: dict[str, str]
+) -> dict[str, list[tuple[int, int, float, str]]]:
+    """Per path, (status, SQL queries, seconds, how the copy was answered) of two in-process
+    requests: the first after a generation bump (it builds the shared copy), then the next."""
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    client = Client()
-    counts = {}
+    from atrex_site.page_cache import board_changed
+
+    extra = {f"HTTP_{name.upper().replace('-', '_')}": value for name, value in headers.items()}
+    client = Client(**extra)
+    counts: dict[str, list[tuple[int, int, float, str]]] = {}
     for name, path in paths.items():
-        started = time.monotonic()
-        with CaptureQueriesContext(connection) as queries:
-            response = client.get(path)
-        counts[name] = (response.status_code, len(queries), time.monotonic() - started)
+        board_changed()
+        counts[name] = []
+        for _ in range(2):
+            started = time.monotonic()
+            with CaptureQueriesContext(connection) as queries:
+                response = client.get(path)
+            counts[name].append(
+                (
+                    response.status_code,
+                    len(queries),
+                    time.monotonic() - started,
+                    response.get("X-Atrex-Cache", "-"),
+                )
+            )
+            if READER.encode() in response.content and "Cookie" not in headers:
+                raise RuntimeError(f"{path}: the reader's name in a response without a session")
     return counts
 
 
@@ -269,9 +404,17 @@ def gunicorn_start(*, port: int, workers: int) -> subprocess.Popen:
     raise RuntimeError("gunicorn did not start")
 
 
-def load(*, url: str, clients: int, duration_s: float, max_requests: int) -> dict[str, object]:
-    """``clients`` threads GET ``url`` (a new connection per request, like gunicorn's sync
-    workers want) until ``duration_s`` or ``max_requests``; latency percentiles in ms."""
+def load(
+    *,
+    url: str,
+    clients: int,
+    duration_s: float,
+    max_requests: int,
+    headers: dict[str, str] | None = None,
+) -> dict[str, object]:
+    """``clients`` threads GET ``url`` with ``headers`` (a new connection per request, like
+    gunicorn's sync workers want) until ``duration_s`` or ``max_requests``; latency
+    percentiles in ms."""
     parts = urlsplit(url)
     path = parts.path + (f"?{parts.query}" if parts.query else "")
     latencies: list[float] = []
@@ -293,7 +436,7 @@ def load(*, url: str, clients: int, duration_s: float, max_requests: int) -> dic
             timeout = max(1.0, deadline + GRACE_S - started)
             try:
                 connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
-                connection.request("GET", path, headers={"Connection": "close"})
+                connection.request("GET", path, headers={**(headers or {}), "Connection": "close"})
                 response = connection.getresponse()
                 response.read()
                 connection.close()
@@ -331,6 +474,45 @@ def load(*, url: str, clients: int, duration_s: float, max_requests: int) -> dic
     }
 
 
+def _phase(
+    *, path: str, headers: dict[str, str], args: argparse.Namespace, publish: bool
+) -> tuple[dict[str, object], float, int]:
+    """One load phase on a fresh gunicorn: the load generator's figures, the 1-minute load
+    average when it started and the scores published meanwhile."""
+    port = args.port  # one address for the run: the shared copies name the host
+    server = gunicorn_start(port=port, workers=args.workers)
+    # The master listens before its workers have imported the site: wait until each
+    # worker has answered (their first requests load the views and templates), so that
+    # the phase measures serving, not starting.
+    warm = load(
+        url=f"http://127.0.0.1:{port}{path}",
+        clients=args.workers * 2,
+        duration_s=120,
+        max_requests=args.workers * 4,
+        headers=headers,
+    )
+    if warm["errors"]:
+        raise RuntimeError(f"{path}: the warm-up requests failed: {warm['error_sample']}")
+    load_average = os.getloadavg()[0]
+    publisher = Publisher(every_s=args.publish_every_s) if publish else None
+    try:
+        if publisher is not None:
+            publisher.__enter__()
+        done = subprocess.run(
+            [sys.executable, __file__, "load", f"http://127.0.0.1:{port}{path}",
+             "--clients", str(args.clients), "--duration-s", str(args.duration_s),
+             "--max-requests", str(args.max_requests), "--headers", json.dumps(headers)],
+            capture_output=True, text=True, check=True,
+            timeout=args.duration_s + 180,
+        )  # fmt: skip
+        return json.loads(done.stdout), load_average, publisher.published if publisher else 0
+    finally:
+        if publisher is not None:
+            publisher.__exit__(None, None, None)
+        os.killpg(server.pid, signal.SIGQUIT)  # quick shutdown: abandon queued requests
+        server.wait(timeout=30)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
@@ -339,17 +521,32 @@ def main() -> int:
     loader.add_argument("--clients", type=int, default=50)
     loader.add_argument("--duration-s", type=float, default=20)
     loader.add_argument("--max-requests", type=int, default=3000)
+    loader.add_argument("--headers", default="{}", help="request headers as a JSON object")
     parser.add_argument("--submissions", type=int, default=10_000)
     parser.add_argument("--reseed", action="store_true")
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--duration-s", type=float, default=20)
     parser.add_argument("--max-requests", type=int, default=3000)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--endpoints",
+        default="board,api-board,submission,compare,api-compare",
+        help="which endpoints to load (comma-separated; compare only where the site has it)",
+    )
+    parser.add_argument("--viewers", default=",".join(VIEWERS), help="anonymous,session,token")
+    parser.add_argument("--publish", choices=["off", "on", "both"], default="both")
+    parser.add_argument("--publish-every-s", type=float, default=10.0)
     args = parser.parse_args()
+    args.port = _free_port()
     if args.command == "load":
         print(json.dumps(load(url=args.url, clients=args.clients, duration_s=args.duration_s,
-                              max_requests=args.max_requests)))  # fmt: skip
+                              max_requests=args.max_requests,
+                              headers=json.loads(args.headers))))  # fmt: skip
         return 0
+    viewers = [v for v in args.viewers.split(",") if v]
+    unknown = sorted(set(viewers) - set(VIEWERS))
+    if unknown:
+        parser.error(f"--viewers: unknown {', '.join(unknown)} (choose from {', '.join(VIEWERS)})")
 
     started = time.monotonic()
     fresh = database_prepare(reseed=args.reseed)
@@ -363,41 +560,46 @@ def main() -> int:
         print(f"seeding {args.submissions} submissions x 440 shape results ...")
         timings = seed(submissions=args.submissions)
         print(f"seeded in {timings['seed_s']:.1f} s")
+    from django.conf import settings
+
+    print(f"cache: {settings.CACHES['default']['BACKEND'].rsplit('.', 1)[-1]} {CACHE_URL}")
     paths = endpoints()
-    print("\nSQL queries per page (in-process, one request each):")
-    for name, (status, count, seconds) in query_counts(paths).items():
-        print(f"  {name:<18} HTTP {status}  {count:>4} queries  {seconds * 1e3:8.1f} ms")
+    headers = viewer_headers()
+    print("\nSQL queries per page (in-process; the request after a generation bump, which builds")
+    print("the shared copy, then the next one; X-Atrex-Cache says how each was answered):")
+    counted: dict[tuple[str, str], str] = {}
+    for viewer in viewers:
+        for name, answers in query_counts(paths, headers[viewer]).items():
+            (status, cold, cold_s, cold_how), (_, warm, warm_s, warm_how) = answers
+            counted[(name, viewer)] = f"{cold}/{warm}"
+            print(f"  {name:<15}{viewer:<10} HTTP {status}  {cold:>3} queries "
+                  f"{cold_s * 1e3:7.1f} ms ({cold_how}), then {warm:>2} queries "
+                  f"{warm_s * 1e3:6.1f} ms ({warm_how})")  # fmt: skip
     from django.db import connections
 
     connections.close_all()
-    # A fresh gunicorn per endpoint: sync workers go on serving connections that a timed-out
+    wanted = [name for name in args.endpoints.split(",") if name in paths]
+    publishing = {"off": [False], "on": [True], "both": [False, True]}[args.publish]
+    # A fresh gunicorn per phase: sync workers go on serving connections that a timed-out
     # client abandoned, so a slow endpoint would otherwise spill into the next phase.
-    print(f"\ngunicorn: {args.workers} sync workers on 127.0.0.1, DEBUG off, fresh per endpoint")
+    print(f"\ngunicorn: {args.workers} sync workers on 127.0.0.1, DEBUG off, fresh per phase")
     print(f"load: {args.clients} concurrent clients, <= {args.duration_s} s and "
-          f"<= {args.max_requests} requests per endpoint")  # fmt: skip
-    print(f"  {'endpoint':<18}{'ok':>6}{'err':>5}{'req/s':>9}{'p50 ms':>9}{'p95 ms':>9}"
-          f"{'p99 ms':>9}")  # fmt: skip
-    for name, path in paths.items():
-        if name == "API submission":
-            continue
-        port = _free_port()
-        server = gunicorn_start(port=port, workers=args.workers)
-        try:
-            done = subprocess.run(
-                [sys.executable, __file__, "load", f"http://127.0.0.1:{port}{path}",
-                 "--clients", str(args.clients), "--duration-s", str(args.duration_s),
-                 "--max-requests", str(args.max_requests)],
-                capture_output=True, text=True, check=True,
-                timeout=args.duration_s + 180,
-            )  # fmt: skip
-            row = json.loads(done.stdout)
-            print(f"  {name:<18}{row['ok']:>6}{row['errors']:>5}{row['rps']:>9}"
-                  f"{row['p50_ms']:>9}{row['p95_ms']:>9}{row['p99_ms']:>9}"
-                  + (f"  errors e.g. {row['error_sample']}" if row["errors"] else ""),
-                  flush=True)  # fmt: skip
-        finally:
-            os.killpg(server.pid, signal.SIGQUIT)  # quick shutdown: abandon queued requests
-            server.wait(timeout=30)
+          f"<= {args.max_requests} requests per phase; publishing: a new score every "
+          f"{args.publish_every_s:g} s where marked")  # fmt: skip
+    print(f"  {'endpoint':<13}{'viewer':<10}{'publish':>8}{'queries':>9}{'ok':>6}{'err':>5}"
+          f"{'req/s':>8}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>9}{'load':>6}")  # fmt: skip
+    for name in wanted:
+        for viewer in viewers:
+            for publish in publishing:
+                row, load_average, published = _phase(
+                    path=paths[name], headers=headers[viewer], args=args, publish=publish
+                )
+                mark = f"{published}x" if publish else "-"
+                print(f"  {name:<13}{viewer:<10}{mark:>8}{counted[(name, viewer)]:>9}"
+                      f"{row['ok']:>6}{row['errors']:>5}{row['rps']:>8}{row['p50_ms']:>8}"
+                      f"{row['p95_ms']:>8}{row['p99_ms']:>9}{load_average:>6.1f}"
+                      + (f"  errors e.g. {row['error_sample']}" if row["errors"] else ""),
+                      flush=True)  # fmt: skip
     print(f"\ntotal {time.monotonic() - started:.0f} s")
     return 0
 

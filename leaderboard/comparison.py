@@ -16,6 +16,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser
+
+from atrex_site.page_cache import shared_value
 from submissions import querysets
 from submissions.models import EvaluationRun, OperatorResult, ShapeResult, Submission
 from submissions.scores import geomean_speedups
@@ -255,5 +258,33 @@ def submissions_compare(*, submissions: list[Submission], user: Any) -> dict[str
 
 def comparison_for(*, ids: list[int], user: Any) -> dict[str, Any]:
     """The comparison of the submissions ``ids`` names, as ``user`` may see it: what the
-    page, the API and the client show. Raises ``ComparisonError``."""
-    return submissions_compare(submissions=comparison_submissions(ids=ids, user=user), user=user)
+    page, the API and the client show (computed once per board generation and shared where
+    ``comparison_shareable``). Raises ``ComparisonError``."""
+    return submissions_compare_shared(
+        submissions=comparison_submissions(ids=ids, user=user), user=user
+    )
+
+
+def comparison_shareable(*, submissions: list[Submission], user: Any) -> bool:
+    """Whether the comparison of ``submissions`` is the same for ``user`` as for everyone:
+    each submission public, not hidden and published (its results then change only with a
+    new status, which bumps the board's generation), and the reader not staff (staff see
+    hidden shapes)."""
+    return not querysets.is_staff(user) and all(
+        submission.visibility == querysets.PUBLIC
+        and not submission.hidden
+        and submission.status == Submission.Status.PUBLISHED
+        for submission in submissions
+    )
+
+
+def submissions_compare_shared(*, submissions: list[Submission], user: Any) -> dict[str, Any]:
+    """``submissions_compare``, computed once per board generation and shared by every
+    reader where ``comparison_shareable``; otherwise computed for ``user`` alone. The
+    caller checks first that ``user`` may see ``submissions``."""
+    if not comparison_shareable(submissions=submissions, user=user):
+        return submissions_compare(submissions=submissions, user=user)
+    key = "compare:" + ",".join(str(submission.pk) for submission in submissions)
+    return shared_value(
+        key, lambda: submissions_compare(submissions=submissions, user=AnonymousUser())
+    )

@@ -254,6 +254,12 @@ def _history_for(submission: Submission, *, withheld: bool) -> list[dict[str, An
     return items
 
 
+def reader_owns_submission(reader: Any, pk: int, **_kwargs: Any) -> bool:
+    """Whether the signed-in ``reader`` owns submission ``pk``: its page then shows them
+    more (cancel, files, a private submission), so it is built for them, not shared."""
+    return Submission.objects.filter(pk=pk, owner_id=reader.pk).exists()
+
+
 def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = _visible_submission(request, pk)
     # Held for review: nothing of its run is shown to anyone but its owner and staff.

@@ -290,6 +290,20 @@ ATREX = {
 # Counters of the API's rate limits. One process: memory; several (production): set
 # DJANGO_CACHE_URL=redis://127.0.0.1:6379/1 so that every process counts together.
 CACHES = {"default": env.cache_url("DJANGO_CACHE_URL", default="locmemcache://")}
+for _option in ("key_prefix", "timeout", "version", "key_function"):
+    # django-environ spells these in lower case for Django's Redis backend, which reads
+    # them in upper case only (?key_prefix=… was ignored).
+    if _option in CACHES["default"]:
+        CACHES["default"][_option.upper()] = CACHES["default"].pop(_option)
+if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
+    # The same, without a new client object per operation (atrex_site/redis_cache.py).
+    CACHES["default"]["BACKEND"] = "atrex_site.redis_cache.RedisCache"
+# With a cache every process shares (Redis, memcached), sessions are read through it: one
+# database query less on each signed-in request (atrex_site/page_cache.py serves the rest
+# of a public page from the cache). A per-process cache would go on accepting a session
+# that another process ended (a log-out), so there the database alone.
+if CACHES["default"]["BACKEND"].endswith(("RedisCache", "PyMemcacheCache", "PyLibMCCache")):
+    SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 
 REST_FRAMEWORK = {
     # Token first: an unauthenticated API call answers 401 with "WWW-Authenticate: Token".

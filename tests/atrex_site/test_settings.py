@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -63,13 +65,22 @@ def test_production_hardening_is_on(tmp_path):
         "s.SECURE_SSL_REDIRECT, s.X_FRAME_OPTIONS, s.SECURE_REFERRER_POLICY, "
         "s.SECURE_CONTENT_TYPE_NOSNIFF, "
         "'atrex_site.security.ContentSecurityPolicyMiddleware' in s.MIDDLEWARE, "
-        "s.REST_FRAMEWORK['DEFAULT_RENDERER_CLASSES'])"
+        "s.REST_FRAMEWORK['DEFAULT_RENDERER_CLASSES'], s.SESSION_ENGINE)"
     )
     result = _production(tmp_path, "-c", code)
     assert result.stdout.split() == [
         "True", "True", "True", "True", "DENY", "same-origin", "True", "True",
         "['rest_framework.renderers.JSONRenderer']",
+        # Redis (DJANGO_CACHE_URL) is shared by every process: sessions read through it.
+        "django.contrib.sessions.backends.cached_db",
     ], result.stderr  # fmt: skip
+
+
+def test_sessions_stay_in_the_database_alone_with_a_cache_per_process(settings):
+    """A per-process cache would go on accepting a session another process logged out."""
+    if not settings.CACHES["default"]["BACKEND"].endswith("LocMemCache"):
+        pytest.skip("DJANGO_CACHE_URL names a shared cache for this run")
+    assert settings.SESSION_ENGINE == "django.contrib.sessions.backends.db"
 
 
 def test_database_and_broker_come_from_the_environment(tmp_path):
