@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # their own torch and triton (see docs/deploying.md).
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo test test-fast typecheck browser lint audit screenshots
+.PHONY: install demo test test-fast test-durations typecheck browser lint audit screenshots
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,13 @@ test: install browser typecheck
 # real worker process, no full evaluation).
 test-fast: install
 	$(PYTEST) -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow and not browser and not gpu" -q $(PYTEST_ARGS)
+
+# Refresh tests/durations.json, the order in which the scheduler sends the test files (the
+# longest first; docs/testing.md): the whole suite, each test's wall and CPU time written
+# to .venv/test-costs.json (`--test-costs`), then summed per file or GROUP_FILES group.
+test-durations: install
+	$(PYTEST) -n $(PYTEST_WORKERS) --dist loadgroup -q --test-costs=$(VENV)/test-costs.json $(PYTEST_ARGS)
+	$(PY) -c "from tests.conftest import write_durations; write_durations('$(VENV)/test-costs.json')"
 
 # mypy over the service and selector layers (which files: [tool.mypy] in pyproject.toml).
 typecheck: install

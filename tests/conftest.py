@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import resource
+import time
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -40,11 +44,24 @@ GROUP_FILES = {
     },
 }
 _GROUP_OF_FILE = {path: group for group, paths in GROUP_FILES.items() for path in paths}
+# Files whose every test is a work unit of its own: long files of independent tests (each
+# evaluates its own inputs; no module, class or costly session fixture), which as one unit
+# would run on one process for minutes while the other waits (test_baselines.py alone was
+# a quarter of the suite's time). A file added here must keep that so.
+SPLIT_FILES = {
+    "tests/evaluator/exploits/test_corpus.py",
+    "tests/evaluator/hostile/test_hostile.py",
+    "tests/evaluator/test_baselines.py",
+    "tests/evaluator/test_variants.py",
+}
 
 
 def xdist_unit(nodeid: str) -> str:
-    """The xdist work unit of a test: its file's group, else its file."""
+    """The xdist work unit of a test: its file's group, else the test itself in a
+    SPLIT_FILES file, else its file."""
     path = nodeid.split("::", 1)[0]
+    if path in SPLIT_FILES:
+        return nodeid
     return _GROUP_OF_FILE.get(path, path)
 
 
@@ -85,23 +102,113 @@ def pytest_itemcollected(item) -> None:
             )
 
 
+# How long each work unit (xdist_unit) took, in seconds, from a whole run: the scheduler
+# sends the longest first (a long file started last would run alone at the end). Refresh
+# it with ``make test-durations`` (docs/testing.md); a unit not in it is estimated from
+# its number of tests. Only the order of the run depends on it, never its outcome.
+DURATIONS_FILE = Path(__file__).with_name("durations.json")
+
+
+def unit_durations() -> dict[str, float]:
+    try:
+        return {str(k): float(v) for k, v in json.loads(DURATIONS_FILE.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--test-costs",
+        metavar="PATH",
+        help="write each test's wall time and CPU time (this process's and its reaped "
+        "children's, set-up to teardown) to PATH as JSON (docs/testing.md)",
+    )
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time(), children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``--test-costs``: time the test's whole protocol (set-up, call, teardown)."""
+    costs = getattr(item.config, "_atrex_test_costs", None)
+    if costs is None:
+        yield
+        return
+    wall, (own, children) = time.perf_counter(), _cpu_seconds()
+    yield
+    own_after, children_after = _cpu_seconds()
+    costs[item.nodeid] = {
+        "wall": round(time.perf_counter() - wall, 3),
+        "cpu": round(own_after - own, 3),
+        "children_cpu": round(children_after - children, 3),
+        "unit": xdist_unit(item.nodeid),
+    }
+
+
+def pytest_sessionstart(session) -> None:
+    if session.config.getoption("--test-costs", None):
+        session.config._atrex_test_costs = {}
+
+
+def pytest_sessionfinish(session) -> None:
+    """Each xdist worker writes PATH.<worker>; the controller (or a serial run) merges
+    them with its own into PATH."""
+    config = session.config
+    path = config.getoption("--test-costs", None)
+    if not path:
+        return
+    costs = getattr(config, "_atrex_test_costs", {})
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker:
+        Path(f"{path}.{worker}").write_text(json.dumps(costs))
+        return
+    for part in sorted(Path(path).parent.glob(Path(path).name + ".gw*")):
+        costs.update(json.loads(part.read_text()))
+        part.unlink()
+    Path(path).write_text(json.dumps(costs, indent=1, sort_keys=True) + "\n")
+
+
+def write_durations(costs_path: str, out: Path = DURATIONS_FILE) -> None:
+    """DURATIONS_FILE from a ``--test-costs`` file of a whole run: each unit's wall seconds."""
+    units: dict[str, float] = {}
+    for cost in json.loads(Path(costs_path).read_text()).values():
+        units[cost["unit"]] = units.get(cost["unit"], 0.0) + cost["wall"]
+    ranked = dict(sorted(((k, round(v, 1)) for k, v in units.items()), key=lambda kv: -kv[1]))
+    out.write_text(json.dumps(ranked, indent=1) + "\n")
+
+
+@pytest.hookimpl(optionalhook=True)  # -p no:xdist: there is no such hook
 def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadgroup``: whole files (or GROUP_FILES groups) to one worker each. (xdist's
-    own grouping by ``xdist_group`` marks rewrites node ids in a way pytest 9.2 ignores.)"""
+    """``--dist loadgroup``: whole files (or GROUP_FILES groups) to one worker each, the
+    longest first (DURATIONS_FILE). (xdist's own grouping by ``xdist_group`` marks
+    rewrites node ids in a way pytest 9.2 ignores.)"""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
+
+    durations = unit_durations()
 
     class FileGroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return xdist_unit(nodeid)
 
+        def _expected_s(self, scope: str) -> float:
+            if scope in durations:
+                return durations[scope]
+            return 0.5 * len(self.workqueue[scope])
+
         def _assign_work_unit(self, node) -> None:
-            # As LoadScopeScheduling's, but a node id that several tests share (the 15
-            # schemathesis cases of tests/api/test_schemathesis.py have one) sends every
-            # one of them, not only the first: xdist's own sent 1 of the 15. The node runs
-            # all it was sent before it shuts down.
-            scope, work_unit = self.workqueue.popitem(last=False)
+            # As LoadScopeScheduling's, but the longest unit left goes first (longest
+            # processing time first: the run ends when its last long unit does), and a node
+            # id that several tests share (the 15 schemathesis cases of
+            # tests/api/test_schemathesis.py have one) sends every one of them, not only
+            # the first: xdist's own sent 1 of the 15. The node runs all it was sent
+            # before it shuts down.
+            scope = max(self.workqueue, key=self._expected_s)
+            work_unit = self.workqueue.pop(scope)
             self.assigned_work.setdefault(node, {})[scope] = work_unit
             collection = self.registered_collections[node]
             wanted = {nodeid for nodeid, completed in work_unit.items() if not completed}
