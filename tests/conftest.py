@@ -312,52 +312,116 @@ def _database_url() -> str:
     return f"postgres://{config['USER']}@{config['HOST']}:{config['PORT']}/{config['NAME']}"
 
 
-@pytest.fixture(scope="session")
-def celery_worker_process(
-    django_db_setup, close_other_db_sessions_at_the_end, django_db_blocker, tmp_path_factory
-):
+class _WorkerStack:
     """A real Celery worker process on the test broker (Redis when it answers), consuming the
-    CPU profile's queue and writing to the test database. Yields its log path."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
+    CPU profile's queue and writing to the test database: started by the first test that
+    asks for it, stopped (its fleet registration deleted) when the tests that use it are
+    done (``pytest_runtest_teardown``), so that the tests after it on the same process see
+    no worker online; started again if a later test asks."""
 
-    from atrex_site.celery import app
+    QUEUE = "eval.cpu-dev"
 
-    with django_db_blocker.unblock():
-        url = _database_url()
-    queue = "eval.cpu-dev"
-    with app.connection_for_write() as connection:
+    def __init__(self, *, django_db_blocker, tmp_path_factory) -> None:
+        self.blocker = django_db_blocker
+        self.tmp_path_factory = tmp_path_factory
+        self.process = None
+        self.log_path = None
+
+    def start(self):
+        import os
+        import subprocess
+        import sys
+        import time
+
+        from atrex_site.celery import app
+
+        if self.process is not None:
+            return self.log_path
+        with self.blocker.unblock():
+            url = _database_url()
+        with app.connection_for_write() as connection:
+            try:
+                connection.default_channel.queue_purge(self.QUEUE)
+            except Exception:  # noqa: BLE001 - an absent queue has nothing to purge
+                pass
+        self.log_path = self.tmp_path_factory.mktemp("worker") / "worker.log"
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "atrex_site.settings.test",
+            "DATABASE_URL": url,
+            "ATREX_TEST_REQUIRE_SERVICES": "0",
+        }
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "atrex_site", "worker", "-Q", self.QUEUE,
+                 "--concurrency", "1", "--loglevel", "INFO", "-n", f"{self.name_prefix}%h",
+                 "--without-gossip", "--without-mingle", "--without-heartbeat"],
+                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        time.sleep(1.0)
+        if self.process.poll() is not None:
+            output = self.log_path.read_text()
+            self.process = None
+            raise RuntimeError(f"the Celery worker exited at once:\n{output}")
+        return self.log_path
+
+    @property
+    def name_prefix(self) -> str:
+        import os
+
+        return f"test-{os.getpid()}@"
+
+    def stop(self) -> None:
+        import os
+        import signal
+        import subprocess
+
+        if self.process is None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
         try:
-            connection.default_channel.queue_purge(queue)
-        except Exception:  # noqa: BLE001 - an absent queue has nothing to purge
-            pass
-    log_path = tmp_path_factory.mktemp("worker") / "worker.log"
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "atrex_site.settings.test",
-        "DATABASE_URL": url,
-        "ATREX_TEST_REQUIRE_SERVICES": "0",
-    }
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "atrex_site", "worker", "-Q", queue,
-             "--concurrency", "1", "--loglevel", "INFO", "-n", f"test-{os.getpid()}@%h",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    time.sleep(1.0)
-    if process.poll() is not None:
-        raise RuntimeError(f"the Celery worker exited at once:\n{log_path.read_text()}")
-    yield log_path
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self.process = None
+        from fleet.models import WorkerNode
+
+        with self.blocker.unblock():
+            WorkerNode.objects.filter(name__startswith=self.name_prefix).delete()
+
+
+_WORKER_STACK = pytest.StashKey[_WorkerStack]()
+
+
+@pytest.fixture(scope="session")
+def _celery_worker_stack(
+    request, django_db_setup, close_other_db_sessions_at_the_end, django_db_blocker,
+    tmp_path_factory,
+):  # fmt: skip
+    stack = _WorkerStack(django_db_blocker=django_db_blocker, tmp_path_factory=tmp_path_factory)
+    request.session.stash[_WORKER_STACK] = stack
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture
+def celery_worker_process(_celery_worker_stack):
+    """The real Celery worker (``_WorkerStack``), started if it is not running: its log path."""
+    return _celery_worker_stack.start()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem) -> None:
+    """Stop the real worker after the last test in a row that uses it (it is started again
+    if a later test asks), so that no worker stays online under the tests that follow."""
+    if "celery_worker_process" not in getattr(item, "fixturenames", ()):
+        return
+    if nextitem is not None and "celery_worker_process" in getattr(nextitem, "fixturenames", ()):
+        return
+    stack = item.session.stash.get(_WORKER_STACK, None)
+    if stack is not None:
+        stack.stop()
 
 
 @pytest.fixture(scope="session")
