@@ -881,11 +881,23 @@ def _proc_uid(pid: int) -> int | None:
         return None
 
 
+def _start_ticks(pid: int) -> int | None:
+    """When a process started (clock ticks since boot), or None if it is gone."""
+    fields = _stat_fields(pid)
+    try:
+        return int(fields[19]) if fields is not None else None
+    except (IndexError, ValueError):
+        return None
+
+
 def descendants(session: int, uid: int | None) -> list[int]:
     """Processes of the child's session or group, the processes below those (one that
     left the session with setsid is still its parent's child), and orphans adopted by
-    this process that run as the sandbox user."""
+    this process that run as the sandbox user and started no earlier than the child (a
+    process of this one's that was running before the child, a worker pool of the program
+    that runs the harness say, cannot be the child's)."""
     me = os.getpid()
+    child_started = _start_ticks(session)
     found: set[int] = set()
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
@@ -900,7 +912,9 @@ def descendants(session: int, uid: int | None) -> list[int]:
         if sid == session or group == session:
             found.add(pid)
         elif parent == me and uid is not None and _proc_uid(pid) == uid:
-            found.add(pid)
+            started = _start_ticks(pid)
+            if child_started is None or started is None or started >= child_started:
+                found.add(pid)
     pending = list(found)
     while pending:
         for child in children.get(pending.pop(), ()):

@@ -415,3 +415,24 @@ def _cmdlines_below(session: int) -> list[str]:
         except OSError:
             continue
     return lines
+
+
+def test_a_process_running_before_the_child_is_not_counted_as_the_childs():
+    """An orphan adopted by the harness's process counts as the child's only if it started
+    after the child: the harness's own earlier processes (a Celery worker, torch's compile
+    workers in the same test process) are not the submission computing elsewhere."""
+    uid = os.getuid()
+    earlier = subprocess.Popen(["sleep", "30"])  # noqa: S607 - a fixed test program
+    time.sleep(0.05)  # a clock tick or more apart (100 a second)
+    leader = subprocess.Popen(["sleep", "30"], start_new_session=True)  # noqa: S607
+    time.sleep(0.05)
+    later = subprocess.Popen(["sleep", "30"])  # noqa: S607 - as an orphan the child left here
+    try:
+        found = sandbox_module.descendants(leader.pid, uid)
+        assert leader.pid in found  # the child's session
+        assert later.pid in found  # started after the child: it may be the child's
+        assert earlier.pid not in found  # running before the child: it is not
+    finally:
+        for process in (earlier, leader, later):
+            process.kill()
+            process.wait(timeout=10)
