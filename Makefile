@@ -9,11 +9,17 @@ TORCH_SPEC ?= torch==2.13.0
 
 .PHONY: install demo test test-fast test-durations typecheck browser lint audit screenshots
 
-$(STAMP): pyproject.toml Makefile
+# uv (a wheel from PyPI) installs the same packages as pip would, about 6 times faster
+# (12-15 s against 95 s here), with pip's settings on this machine handed over by
+# scripts/uv_args.py; where uv cannot be had or fails, pip does the install.
+UV_VERSION ?= 0.13.9
+$(STAMP): pyproject.toml Makefile scripts/uv_args.py
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e '.[evaluator,dev]'
+	if $(PY) -m pip install -q "uv==$(UV_VERSION)" && $(VENV)/bin/uv pip install -q \
+	    --python $(PY) $$($(PY) scripts/uv_args.py) "$(TORCH_SPEC)" -e '.[evaluator,dev]'; then :; \
+	else echo "uv could not install the packages: installing with pip"; \
+	  $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q "$(TORCH_SPEC)" && \
+	  $(PY) -m pip install -q -e '.[evaluator,dev]'; fi
 	touch $(STAMP)
 
 install: $(STAMP)
