@@ -356,27 +356,6 @@ def operator_scores_figure(
     }
 
 
-def distribution_figure(*, operator: str, scores: Sequence[float]) -> dict[str, Any]:
-    """Box plot (with every point) of one operator's score across submissions."""
-    return {
-        "data": [
-            {
-                "type": "box",
-                "name": operator,
-                "y": list(scores),
-                "boxpoints": "all",
-                "jitter": 0.4,
-                "pointpos": 0,
-            }
-        ],
-        "layout": _layout(
-            f"{operator}: operator score across published submissions",
-            yaxis=fraction_axis("operator score (% of roofline)"),
-            height=380,
-        ),
-    }
-
-
 DAY = timedelta(days=1)
 
 
