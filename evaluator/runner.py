@@ -13,6 +13,7 @@ started while one measures, so that its harness start-up is hidden (``ChildStart
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluator import forkserver
 from evaluator import sanitizer as memory_sanitizer
 from evaluator.bundle import BundleManifest, extract_bundle
 from evaluator.environment import collect_environment, gpu_clocks
@@ -254,15 +256,35 @@ def start_child(
             {"env": {**sandbox.environment(plan, sandbox.device), **extra_env}} if extra_env else {}
         )
         with open(log_path, "ab") as log:
-            process, _ = sandbox.launch(
-                command,
-                plan,
-                pass_fds=(job_read, result_write),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                **env,
-            )
+            process = None
+            if wrapper is None and forkserver.enabled(device):
+                # Forked from a warm harness process (evaluator.forkserver); exec'd as
+                # below if the server cannot be had.
+                environment = env.get("env") or sandbox.environment(plan, sandbox.device)
+                for attempt in (1, 2):  # a server found dead is replaced once
+                    try:
+                        server = forkserver.server_for(environment, device)
+                        launched = time.monotonic()  # the server's start is not the child's
+                        process, _ = sandbox.launch_forked(
+                            functools.partial(server.fork, device=device),
+                            plan,
+                            fds=(log.fileno(), job_read, result_write),
+                            env=environment,
+                        )
+                        break
+                    except forkserver.ForkServerError as exc:
+                        if attempt == 2:
+                            print(f"[harness] {exc}: the child is exec'd", file=sys.stderr)
+            if process is None:
+                process, _ = sandbox.launch(
+                    command,
+                    plan,
+                    pass_fds=(job_read, result_write),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    **env,
+                )
     except BaseException:
         os.close(job_write)
         os.close(result_read)

@@ -39,7 +39,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -739,13 +739,49 @@ class Sandbox:
                 + describe_missing(report.get("missing") or {"sandbox": str(exc)})
             ) from None
         os.close(write_end)
+        return process, self._finish(child, _read_report(read_end), popen["env"])
+
+    def launch_forked(
+        self,
+        fork: Callable[..., Any],
+        child: ChildSandbox,
+        *,
+        fds: Sequence[int],
+        env: Mapping[str, str] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """As :meth:`launch`, for a child that ``fork`` (``evaluator.forkserver``'s
+        ``ForkServer.fork``) forks from a warm harness process: it applies the same
+        ``preexec`` there, which reports on the same kind of pipe. ``fds``: the child's log,
+        job and result descriptors. Returns a process with ``subprocess.Popen``'s ``pid``,
+        ``poll``, ``wait`` and ``kill``."""
+        read_end, write_end = os.pipe()
+        env = dict(env) if env is not None else self.environment(child, self.device)
+        try:
+            process = fork(plan=child, env=env, fds=[*fds, write_end])
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
         report = _read_report(read_end)
-        report["active"]["clean_environment"] = sorted(popen["env"])
+        if report["missing"] and self.policy.mode == "required":
+            process.kill()
+            process.wait()
+            raise SandboxError(
+                "The evaluation sandbox could not be set up as required: "
+                + describe_missing(report["missing"])
+            )
+        return process, self._finish(child, report, env)
+
+    def _finish(
+        self, child: ChildSandbox, report: dict[str, Any], env: Mapping[str, str]
+    ) -> dict[str, Any]:
+        report["active"]["clean_environment"] = sorted(env)
         if self.policy.memory_bytes:
             report["active"]["memory_watchdog"] = {"rss_bytes": self.policy.memory_bytes}
         self._gpu(report)
         child.report = report
-        return process, report
+        return report
 
     def _gpu(self, report: dict[str, Any]) -> None:
         if self.device != "cuda":

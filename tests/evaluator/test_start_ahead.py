@@ -51,7 +51,9 @@ SIBLING_KILLER = textwrap.dedent(
                     command = handle.read()
             except (OSError, ValueError, IndexError):
                 continue
-            if ppid == parent and b"evaluator.child" in command:
+            # exec'd, or forked from the harness's fork server (evaluator.forkserver)
+            child = b"evaluator.child" in command or b"evaluator.forkserver" in command
+            if ppid == parent and child:
                 found.append(int(name))
         return found
 
