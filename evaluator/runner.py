@@ -831,6 +831,7 @@ class _SanitizedChild:
         return {
             "operators": list(self.reached),
             "start_s": outcome.marks.get("ready"),
+            "ahead_s": outcome.ahead_s,
             "seconds": outcome.marks.get("gone"),
             "ended": "done" if "done" in outcome.marks else (outcome.error or "stopped"),
             "log": self.log_path.name,
@@ -840,6 +841,40 @@ class _SanitizedChild:
 UNTRUSTED_END_CODES = frozenset({"outside_work", "tampering"})
 """A sanitized call with one of these codes may have left work running past its
 ``operator_done``: its window stays open to the end of the child's log."""
+
+
+def _start_sanitized(
+    *,
+    number: int,
+    tool: str,
+    cache_from: list[str],
+    executable: str,
+    starter: ChildStarter,
+    log_dir: Path,
+) -> tuple[memory_sanitizer.LogTap, StartedChild]:
+    """Start a child under ``compute-sanitizer`` (``tool``), its reports on a ``LogTap``
+    (``sanitizer-<tool>-<number>.log``), the Triton caches of ``cache_from`` copied in; it
+    warms up and waits for its job."""
+    log_path = log_dir / f"sanitizer-{tool}-{number}.log"
+    child_log = log_dir / f"sanitizer-{tool}-{number}.child.log"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for path in (log_path, child_log):
+        path.unlink(missing_ok=True)
+    tap = memory_sanitizer.LogTap(log_path)
+    try:
+        child = starter.start(
+            f"sanitizer-{tool}-{number}",
+            log_path=child_log,
+            wrapper=memory_sanitizer.command(executable, tool, tap.write_fd),
+            extra_env=memory_sanitizer.SANITIZER_ENV,
+            extra_fds=(tap.write_fd,),
+            cache_from=cache_from,
+        )
+    except BaseException:
+        tap.close()
+        raise
+    tap.close_write_end()
+    return tap, child
 
 
 def _run_sanitized_child(
@@ -853,17 +888,17 @@ def _run_sanitized_child(
     starter: ChildStarter,
     log_dir: Path,
     shape_timeout_s: float,
+    prepared: tuple[memory_sanitizer.LogTap, StartedChild] | None = None,
 ) -> _SanitizedChild:
     """One child under ``compute-sanitizer`` (``tool``) for ``operators``, in order, until
     it finishes them, crashes or is stopped (``_StopChild``); see ``evaluator.sanitizer`` for
-    the windows and why they hold."""
-    log_path = log_dir / f"sanitizer-{tool}-{number}.log"
-    child_log = log_dir / f"sanitizer-{tool}-{number}.child.log"
-    for path in (log_path, child_log):
-        path.unlink(missing_ok=True)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    run = _SanitizedChild(number=number, log_path=log_path)
-    tap = memory_sanitizer.LogTap(log_path)
+    the windows and why they hold. ``prepared``: that child, started ahead
+    (``_start_sanitized``)."""
+    tap, child = prepared or _start_sanitized(
+        number=number, tool=tool, cache_from=operators, executable=executable,
+        starter=starter, log_dir=log_dir,
+    )  # fmt: skip
+    run = _SanitizedChild(number=number, log_path=Path(tap.path))
     job = {
         "operator": operators[0],
         "bundle_dir": jobs[operators[0]]["bundle_dir"],
@@ -936,15 +971,6 @@ def _run_sanitized_child(
                 pass  # the child is gone; its end tells the rest
 
     try:
-        child = starter.start(
-            f"sanitizer-{tool}-{number}",
-            log_path=child_log,
-            wrapper=memory_sanitizer.command(executable, tool, tap.write_fd),
-            extra_env=memory_sanitizer.SANITIZER_ENV,
-            extra_fds=(tap.write_fd,),
-            cache_from=operators,
-        )
-        tap.close_write_end()
         holder.append(child)
         try:
             run.outcome = run_started_child(
@@ -993,23 +1019,72 @@ def _sanitize_operators(
     pending = [op for op in jobs if op in smallest]
     shared: dict[str, bool | None] = {}
     summary: dict[str, Any] = {"executable": executable, "tools": {}}
-    starter = ChildStarter(
-        sandbox=sandbox, device=device, bundle_dir=bundle_dir, log_dir=log_dir, ahead=False
-    )
-    for tool in tools:
+    # Two sanitized children are alive at once only while the next tool's, started ahead,
+    # warms up (the tool's start, torch, the CUDA context) during this tool's pass.
+    starter = ChildStarter(sandbox=sandbox, device=device, bundle_dir=bundle_dir, log_dir=log_dir)
+    ahead: dict[str, tuple[memory_sanitizer.LogTap, StartedChild]] = {}
+    try:
+        return _sanitize_tools(
+            by_operator=by_operator, pending=pending, shared=shared, summary=summary,
+            jobs=jobs, smallest=smallest, tools=tools, executable=executable,
+            starter=starter, log_dir=log_dir, shape_timeout_s=shape_timeout_s, ahead=ahead,
+        )  # fmt: skip
+    finally:
+        for tap, child in ahead.values():
+            child.stop()
+            tap.close()
+
+
+def _sanitize_tools(
+    *,
+    by_operator: dict[str, dict[str, Any]],
+    pending: list[str],
+    shared: dict[str, bool | None],
+    summary: dict[str, Any],
+    jobs: Mapping[str, dict[str, Any]],
+    smallest: Mapping[str, ShapeSpec],
+    tools: tuple[str, ...],
+    executable: str,
+    starter: ChildStarter,
+    log_dir: Path,
+    shape_timeout_s: float,
+    ahead: dict[str, tuple[memory_sanitizer.LogTap, StartedChild]],
+) -> dict[str, Any]:
+    """``_sanitize_operators``' loop over the tools; ``ahead`` holds a child started ahead
+    of its tool's turn (stopped by the caller if never taken)."""
+    for index, tool in enumerate(tools):
         if tool == "racecheck" and "memcheck" in tools:
             pending = [op for op in pending if shared.get(op, None) is not False]
+        # An operator an earlier tool failed keeps that tool's report (its first).
+        done = {op for figures in summary["tools"].values() for op in figures["failed"]}
+        pending = [op for op in pending if op not in done]
         started = time.monotonic()
         failed: list[str] = []
         children: list[dict[str, Any]] = []
         outside: list[str] = []
         per_operator: dict[str, float] = {}
         queue = list(pending)
+        following = tools[index + 1] if index + 1 < len(tools) else None
         while queue:
+            prepared = ahead.pop(tool, None) if not children else None
+            if prepared is not None and prepared[1].process.poll() is not None:
+                prepared[1].stop()  # it died while it waited: a fresh one
+                prepared[0].close()
+                prepared = None
+            if children and following in ahead:
+                # A replacement child would share a sandbox user with the one ahead.
+                tap, child = ahead.pop(following)
+                child.stop()
+                tap.close()
+            if following is not None and not children and starter.ahead:
+                ahead[following] = _start_sanitized(
+                    number=1, tool=following, cache_from=list(pending), executable=executable,
+                    starter=starter, log_dir=log_dir,
+                )  # fmt: skip
             run = _run_sanitized_child(
                 number=len(children) + 1, tool=tool, operators=queue, jobs=jobs,
                 smallest=smallest, executable=executable, starter=starter, log_dir=log_dir,
-                shape_timeout_s=shape_timeout_s,
+                shape_timeout_s=shape_timeout_s, prepared=prepared,
             )  # fmt: skip
             children.append(run.digest())
             per_operator.update(run.seconds)
