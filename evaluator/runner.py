@@ -227,6 +227,7 @@ def start_child(
     extra_fds: tuple[int, ...] = (),
     cache: str | None = None,
     cache_from: list[str] | None = None,
+    output_fd: int | None = None,
 ) -> StartedChild:
     """Start ``python -m evaluator.child`` for ``operator`` in its sandbox: it warms up the
     harness (torch, the device, the profiler; nothing of the candidate's) and then waits
@@ -234,7 +235,8 @@ def start_child(
     requires a protection that cannot be applied. ``wrapper`` goes before the child's
     command (``compute-sanitizer ...``, see ``evaluator.sanitizer``), ``extra_env`` into
     its environment, ``extra_fds`` are passed on (the sanitizer's log pipe); ``cache`` and
-    ``cache_from`` name its Triton cache (``Sandbox.child``)."""
+    ``cache_from`` name its Triton cache (``Sandbox.child``); ``output_fd`` takes its stdout
+    and stderr instead of ``log_path``."""
     job_read, job_write = os.pipe()
     result_read, result_write = os.pipe()
     command = [
@@ -265,7 +267,7 @@ def start_child(
                 plan,
                 pass_fds=(job_read, result_write, *extra_fds),
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=log if output_fd is None else output_fd,
                 stderr=subprocess.STDOUT,
                 **env,
             )
@@ -386,6 +388,7 @@ class ChildStarter:
         wrapper: list[str] | None = None,
         extra_env: Mapping[str, str] | None = None,
         extra_fds: tuple[int, ...] = (),
+        output_fd: int | None = None,
     ) -> StartedChild:
         """Start a child now (``label`` names its sandbox folder). Its Triton cache is the
         run's folder ``cache`` (an operator's regular child), or a new one holding copies of
@@ -407,6 +410,7 @@ class ChildStarter:
             extra_fds=extra_fds,
             cache=cache or label,
             cache_from=cache_from,
+            output_fd=output_fd,
         )
 
     def log_path(self, operator: str) -> Path:
@@ -851,10 +855,13 @@ def _start_sanitized(
     executable: str,
     starter: ChildStarter,
     log_dir: Path,
+    own_log: bool = True,
 ) -> tuple[memory_sanitizer.LogTap, StartedChild]:
     """Start a child under ``compute-sanitizer`` (``tool``), its reports on a ``LogTap``
     (``sanitizer-<tool>-<number>.log``), the Triton caches of ``cache_from`` copied in; it
-    warms up and waits for its job."""
+    warms up and waits for its job. Without ``own_log`` (a tool that would not write to
+    the pipe by path) the tap takes the child's stdout and stderr, the tool's reports
+    among the candidate's prints."""
     log_path = log_dir / f"sanitizer-{tool}-{number}.log"
     child_log = log_dir / f"sanitizer-{tool}-{number}.child.log"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -865,10 +872,11 @@ def _start_sanitized(
         child = starter.start(
             f"sanitizer-{tool}-{number}",
             log_path=child_log,
-            wrapper=memory_sanitizer.command(executable, tool, tap.write_fd),
+            wrapper=memory_sanitizer.command(executable, tool, tap.write_fd if own_log else None),
             extra_env=memory_sanitizer.SANITIZER_ENV,
-            extra_fds=(tap.write_fd,),
+            extra_fds=(tap.write_fd,) if own_log else (),
             cache_from=cache_from,
+            output_fd=None if own_log else tap.write_fd,
         )
     except BaseException:
         tap.close()
@@ -889,6 +897,7 @@ def _run_sanitized_child(
     log_dir: Path,
     shape_timeout_s: float,
     prepared: tuple[memory_sanitizer.LogTap, StartedChild] | None = None,
+    own_log: bool = True,
 ) -> _SanitizedChild:
     """One child under ``compute-sanitizer`` (``tool``) for ``operators``, in order, until
     it finishes them, crashes or is stopped (``_StopChild``); see ``evaluator.sanitizer`` for
@@ -896,7 +905,7 @@ def _run_sanitized_child(
     (``_start_sanitized``)."""
     tap, child = prepared or _start_sanitized(
         number=number, tool=tool, cache_from=operators, executable=executable,
-        starter=starter, log_dir=log_dir,
+        starter=starter, log_dir=log_dir, own_log=own_log,
     )  # fmt: skip
     run = _SanitizedChild(number=number, log_path=Path(tap.path))
     job = {
@@ -1066,7 +1075,7 @@ def _sanitize_tools(
         queue = list(pending)
         following = tools[index + 1] if index + 1 < len(tools) else None
         while queue:
-            prepared = ahead.pop(tool, None) if not children else None
+            prepared = ahead.pop(tool, None)
             if prepared is not None and prepared[1].process.poll() is not None:
                 prepared[1].stop()  # it died while it waited: a fresh one
                 prepared[0].close()
@@ -1076,19 +1085,38 @@ def _sanitize_tools(
                 tap, child = ahead.pop(following)
                 child.stop()
                 tap.close()
-            if following is not None and not children and starter.ahead:
+            if (
+                following is not None
+                and following not in ahead
+                and starter.ahead
+                and not [c for c in children if c["operators"]]
+            ):
                 ahead[following] = _start_sanitized(
                     number=1, tool=following, cache_from=list(pending), executable=executable,
-                    starter=starter, log_dir=log_dir,
+                    starter=starter, log_dir=log_dir, own_log="shared_log" not in summary,
                 )  # fmt: skip
             run = _run_sanitized_child(
                 number=len(children) + 1, tool=tool, operators=queue, jobs=jobs,
                 smallest=smallest, executable=executable, starter=starter, log_dir=log_dir,
                 shape_timeout_s=shape_timeout_s, prepared=prepared,
+                own_log="shared_log" not in summary,
             )  # fmt: skip
             children.append(run.digest())
-            per_operator.update(run.seconds)
             outcome = run.outcome or ChildOutcome()
+            if "hello" not in outcome.marks and not run.data and "shared_log" not in summary:
+                # The tool wrote nothing and the child never started: this tool may not
+                # take the pipe by path. Again with its reports on the child's own output,
+                # where a candidate's prints can sit among them (the digest says so).
+                summary["shared_log"] = (
+                    f"compute-sanitizer did not start with --log-file on a pipe "
+                    f"({outcome.error}); its reports were read from the children's output"
+                )
+                for tap, child in ahead.values():
+                    child.stop()
+                    tap.close()
+                ahead.clear()
+                continue
+            per_operator.update(run.seconds)
             reports, before = memory_sanitizer.attribute(run.data, run.windows(), tool)
             outside += [f.text() for f in before.findings]
             for operator in run.reached:

@@ -53,6 +53,12 @@ other streams; it must not be able to move a report onto another operator or hid
   came (the child crashed or timed out: every report after its start is its). Reports
   before the first operator's start (the harness's start-up, no candidate code) blame no
   operator and are listed in the digest (``outside_operators``).
+* Should the tool refuse the pipe by path (the first child never starts and the pipe stays
+  empty), the pass runs again with the tool's reports on the child's own output, read
+  through the same pipe and cut at the same signed frames; the digest says so
+  (``shared_log``), since there a candidate's prints sit among the tool's lines: it could
+  make its own operator's quoted report one of its prints, or glue a partial line to the
+  start of one of the tool's lines to hide it.
 * The tool stops printing after ``PRINT_LIMIT`` reports in one process: once a child has
   printed that many, it is stopped after the current operator and a new child goes on, so
   one operator's reports cannot use up another's.

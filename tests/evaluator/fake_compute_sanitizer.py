@@ -7,7 +7,10 @@ summary to the log file in the real tool's documented format, and runs the progr
 cannot see memory accesses: a test bundle tells it of one by writing ``oob <kernel>`` to
 the descriptor in ``FAKE_SANITIZER_FD``, a channel only the fake reads, as only the real
 tool sees a kernel's accesses. The report is written by the fake, a little later (as the
-real tool's reports come from another process), never by the program.
+real tool's reports come from another process), never by the program. Run as
+``fake_compute_sanitizer_refusing_fd_paths.py`` (a link to this file) it refuses a
+``/proc/...`` log file and exits, as a tool that cannot take the runner's pipe by path
+would (the sandbox passes the child no variables of the test's).
 """
 
 from __future__ import annotations
@@ -34,7 +37,12 @@ def main(argv: list[str]) -> int:
     while argv and argv[0] in VALUED:
         options[argv[0]] = argv[1]
         argv = argv[2:]
-    log = open(options["--log-file"], "w", buffering=1)  # noqa: SIM115
+    path = options.get("--log-file")
+    refuses = "refusing" in os.path.basename(sys.argv[0])
+    if path and refuses and path.startswith("/proc/"):
+        print(f"========= Error: cannot open log file {path}", file=sys.stderr)
+        return 1
+    log = open(path, "w", buffering=1) if path else sys.stdout  # noqa: SIM115
     log.write("========= COMPUTE-SANITIZER\n")
     read_end, write_end = os.pipe()
     os.set_inheritable(write_end, True)
@@ -57,7 +65,7 @@ def main(argv: list[str]) -> int:
     code = process.wait()
     reader.join(timeout=5)
     log.write(f"========= ERROR SUMMARY: {errors[0]} error{'s' if errors[0] != 1 else ''}\n")
-    log.close()
+    log.flush()
     return 1 if code else 0
 
 

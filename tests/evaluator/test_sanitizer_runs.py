@@ -17,6 +17,7 @@ from evaluator.suite import load_suite
 from .conftest import TRITON_BASELINE
 
 FAKE = Path(__file__).resolve().parent / "fake_compute_sanitizer.py"
+REFUSING = FAKE.with_name("fake_compute_sanitizer_refusing_fd_paths.py")  # a link to FAKE
 
 # Appended to a Triton baseline operator: a Model that does something more, only when the
 # fake sanitizer runs it (FAKE_SANITIZER_FD is set there alone), after its real call.
@@ -156,3 +157,22 @@ def test_a_crashed_child_is_replaced_and_a_late_report_still_blames_its_operator
     assert second["operators"] == ["rms_norm"] and second["ended"] == "done"
     assert "at _late_kernel" in (tmp_path / "logs" / first["log"]).read_text()
     assert os.path.exists(tmp_path / "logs" / second["log"])
+
+
+@pytest.mark.slow
+def test_a_tool_that_refuses_the_log_pipe_is_run_again_on_the_childs_output(
+    tmp_path, fake_sanitizer, monkeypatch
+):
+    monkeypatch.setenv("ATREX_COMPUTE_SANITIZER", str(REFUSING))
+    bundle = _bundle(tmp_path / "bundle", {"fused_add_rms_norm": "honest", "rms_norm": "oob"})
+    results = _sanitized(bundle, ["fused_add_rms_norm", "rms_norm"], tmp_path)
+    honest, oob = results["operators"]
+    assert not _memory_errors(honest)
+    # Still blamed on its operator by the signed boundaries; but on a shared log what is
+    # quoted may be the candidate's own sanitizer-looking print (hence the pipe, normally).
+    (caught,) = _memory_errors(oob)
+    assert "compute-sanitizer (memcheck) found" in caught["error"]
+    section = results["environment"]["sanitizer"]
+    assert "did not start with --log-file" in section["shared_log"]
+    refused, child = section["tools"]["memcheck"]["children"]
+    assert refused["operators"] == [] and child["operators"] == ["fused_add_rms_norm", "rms_norm"]
