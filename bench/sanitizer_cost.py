@@ -1,9 +1,10 @@
 """What the compute-sanitizer pass adds to an evaluation (evaluator/sanitizer.py).
 
 Evaluates a bundle once on CUDA with the sanitizer on (each operator's smallest shape,
-one call, under memcheck, then racecheck where a kernel uses shared memory) and prints,
-per tool and per operator, the seconds the pass took against the evaluation's own (the
-run's wall time less the pass), and the ratio, whose goal is at most 0.20:
+one call, under memcheck, then racecheck where a kernel uses shared memory; one sanitized
+child per tool for all operators) and prints, per tool, child and operator, the seconds the
+pass took against the evaluation's own (the run's wall time less the pass), and the
+ratio, whose goal is at most 0.20:
 
     python3 bench/sanitizer_cost.py [--bundle examples/bundles/triton-baseline]
         [--suite atrex-bench-v1] [--operators rms_norm,silu_and_mul] [--shapes full]
@@ -74,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{tool:<10} {len(figures['operators']):>9} {figures['seconds']:>8.1f}  "
             f"{', '.join(figures['failed']) or '-'}"
         )
+    for tool, figures in section["tools"].items():
+        for child in figures.get("children", []):
+            print(
+                f"{tool} child {child['log']}: start {child['start_s'] or 0:.1f} s, "
+                f"total {child['seconds'] or 0:.1f} s, {len(child['operators'])} operator(s), "
+                f"ended: {child['ended']}"
+            )
     print("per operator (s): " + ", ".join(
         f"{op} " + "+".join(f"{t['per_operator_s'].get(op, 0):.1f}"
                              for t in section["tools"].values())

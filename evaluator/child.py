@@ -37,8 +37,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evaluator.frames import WARM_UP_FAILED, read_job, write_frame
-from evaluator.measure import evaluate_shape, message_of, operator_spec, traceback_tail
+from evaluator.frames import WARM_UP_FAILED, read_exactly, read_job, write_frame
+from evaluator.measure import (
+    evaluate_shape,
+    message_of,
+    operator_spec,
+    sanitized_call,
+    traceback_tail,
+)
+from evaluator.sanitizer import GO_TOKEN_BYTES
 
 
 def import_candidate(path: Path, slug: str, bundle_dir: Path) -> Any:
@@ -123,12 +130,16 @@ def _integrity_guard(spec: Any) -> Any:
 
 
 def run_job(
-    job: dict[str, Any], result_fd: int, steps: list[tuple[str, float]] | None = None
+    job: dict[str, Any],
+    result_fd: int,
+    steps: list[tuple[str, float]] | None = None,
+    go_fd: int | None = None,
 ) -> int:
     """Evaluate every shape of the job, streaming one record per shape; 0 when finished.
 
     ``steps`` are the warm-up's (see ``warm_up``), for the log line that says where the
-    start-up went; the job may arrive long after them.
+    start-up went; the job may arrive long after them. A ``sanitize`` job goes to
+    ``run_sanitize_job``, with ``go_fd`` (the job pipe, kept open).
 
     With ``validation_variants`` in the job, the operator's hidden variants are checked
     first (one ``variant`` record each, see ``evaluator.variants``); if one fails, every
@@ -139,6 +150,8 @@ def run_job(
     del key_hex
     send = channel.send
     send({"event": "hello", "pid": os.getpid()})
+    if job.get("sanitize"):
+        return run_sanitize_job(job, send, go_fd)
     steps = [*(steps or []), ("job", time.perf_counter())]
     try:
         spec = operator_spec(job)
@@ -246,6 +259,65 @@ def run_job(
     return 0
 
 
+def run_sanitize_job(job: dict[str, Any], send: Any, go_fd: int | None) -> int:
+    """The operators of a ``sanitize`` job, one after another, each called once at its
+    smallest shape under ``compute-sanitizer`` (``evaluator.measure.sanitized_call``).
+
+    Each operator is framed by ``operator_start`` and ``operator_done`` (signed, like every
+    record), between which its candidate is imported and called; before ``operator_done``
+    the device is synchronised. Then the harness waits for the runner's go-ahead on
+    ``go_fd``: a fresh token of ``GO_TOKEN_BYTES``, sent once the sanitizer's log has been
+    quiet a while, which the next ``operator_start`` carries back, so the runner knows the
+    next operator's code started only after the window was closed
+    (``evaluator.sanitizer``). A call that failed (a hardware exception leaves the CUDA
+    context unusable) or tampered ends the child after its record, without
+    ``operator_done``: the runner goes on from the next operator in a new child.
+    """
+    import torch
+
+    from evaluator.integrity import IntegrityGuard, confine_bundle_code
+
+    guard = IntegrityGuard()
+    send({"event": "ready"})
+    bundle_dir = Path(job["bundle_dir"])
+    from evaluator.fallback_cpu import FRAME_USER_CODES
+
+    confine_bundle_code(
+        harness_dir=str(Path(__file__).parent),
+        bundle_dir=str(bundle_dir),
+        frame_users=FRAME_USER_CODES,
+    )
+    device = torch.device(job["device"])
+    go = b""
+    for entry in job["operators"]:
+        operator = str(entry["operator"])
+        sub_job = {**job, **entry}
+        send({"event": "operator_start", "operator": operator, "go": go.decode("ascii", "replace")})
+        record: dict[str, Any]
+        try:
+            module = import_candidate(bundle_dir / entry["module_path"], operator, bundle_dir)
+        except BaseException as exc:  # the candidate's import failed, whatever it raised
+            record = {"shape_id": entry["shape"]["shape_id"], "status": "compile_error",
+                      "error": message_of(exc), "codes": ["compile_error"]}  # fmt: skip
+        else:
+            record = sanitized_call(
+                job=sub_job, shape=entry["shape"], model_class=module.Model, guard=guard
+            )
+        send({"event": "shape", "operator": operator, "result": record})
+        if record.get("tampering") or record["status"] == "runtime_error":
+            return 0  # the runner starts a new child for the operators after this one
+        try:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        except BaseException:  # the context is unusable: a new child goes on
+            return 0
+        send({"event": "operator_done", "operator": operator})
+        if go_fd is not None and entry is not job["operators"][-1]:
+            go = read_exactly(go_fd, GO_TOKEN_BYTES)
+    send({"event": "done"})
+    return 0
+
+
 def _not_dumpable() -> None:
     """Keep other processes of the sandbox user (another worker's child) from attaching
     to this one or reading its memory (/proc/<pid>/mem): the job holds the key and seed."""
@@ -283,13 +355,16 @@ def main(argv: list[str] | None = None) -> int:
 
     deny_object_enumeration()  # before any candidate code: no gc.get_objects() and kin
     job = read_job(args.job_fd)
+    go_fd = args.job_fd if job.get("sanitize") else None
+    if go_fd is None:
+        os.close(args.job_fd)
     # Keep the result pipe off the candidate's obvious path: a copy at a high number,
     # close-on-exec, the original closed (the candidate runs in this process, so this
     # is hygiene, not a security boundary; sandboxing is the worker's job).
     result_fd = os.dup(args.result_fd)
     os.close(args.result_fd)
     os.set_inheritable(result_fd, False)
-    return run_job(job, result_fd, steps)
+    return run_job(job, result_fd, steps, go_fd=go_fd)
 
 
 if __name__ == "__main__":

@@ -85,11 +85,20 @@ class FrameReader:
         return messages
 
 
+def read_exactly(fd: int, count: int) -> bytes:
+    """``count`` bytes from ``fd`` (fewer only at end-of-file)."""
+    data = bytearray()
+    while len(data) < count:
+        chunk = os.read(fd, count - len(data))
+        if not chunk:
+            break
+        data.extend(chunk)
+    return bytes(data)
+
+
 def read_job(fd: int) -> dict[str, Any]:
-    """Read the single job frame (the writer closes the pipe after it)."""
-    chunks = []
-    while chunk := os.read(fd, 1 << 16):
-        chunks.append(chunk)
-    os.close(fd)
-    (job,) = FrameReader().feed(b"".join(chunks))
+    """Read the job frame, the first on the job pipe (the runner then closes it, or, for a
+    sanitized child, keeps it to say when to go on: ``evaluator.child.run_sanitize_job``)."""
+    header = read_exactly(fd, 4)
+    (job,) = FrameReader().feed(header + read_exactly(fd, int.from_bytes(header, "big")))
     return job

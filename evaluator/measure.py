@@ -145,16 +145,10 @@ def evaluate_shape(
             raise CandidateError(
                 f"shape {shape_id}: Model(**{init_kwargs!r}) failed: {message_of(exc)}"
             ) from exc
-        sanitize = bool(job.get("sanitize"))
         # The correctness calls are also the ones watched for PyTorch fallbacks: every
         # correctness trial (check_shape runs the policy's count); the report comes only when
-        # all of them passed. Not under the sanitizer: there one call is made, only for its
-        # memory accesses.
-        monitor = (
-            None
-            if sanitize
-            else monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=spec.policy.trials)
-        )
+        # all of them passed.
+        monitor = monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=spec.policy.trials)
         phases["setup"] = round(_clock() - started, 4)  # reference and Model built
         correctness = check_shape(
             spec=spec,
@@ -167,7 +161,6 @@ def evaluate_shape(
             call_wrapper=monitor.call if monitor else None,
             after_call=bound_checker(guard, f"after a call of shape {shape_id}"),
             phases=phases,
-            trials=1 if sanitize else None,
         )
         record.update(
             max_abs_error=correctness.max_abs_error,
@@ -176,11 +169,6 @@ def evaluate_shape(
         )
         if not correctness.ok:
             record.update(status="incorrect", error=correctness.error, codes=["wrong_result"])
-            return record
-        if sanitize:
-            # evaluator.sanitizer: the sanitizer's log says the rest; racecheck follows when
-            # one of the bundle's kernels uses shared memory (or that cannot be told).
-            record.update(status="pass", shared_memory=shared_memory_used(job.get("bundle_dir")))
             return record
         q_bytes = int(shape.get("q_read") or 0) + int(shape.get("q_write") or 0) or None
         fallback = report_for(monitor, q_bytes=q_bytes)
@@ -245,6 +233,59 @@ def evaluate_shape(
             codes=[loud_code(exc)],
         )
     phases["total"] = round(_clock() - started, 4)
+    return record
+
+
+def sanitized_call(
+    *, job: Mapping[str, Any], shape: Mapping[str, Any], model_class: Any, guard: Any = None
+) -> dict[str, Any]:
+    """One call of the candidate at ``shape`` under ``compute-sanitizer`` (evaluator.sanitizer),
+    for its memory accesses only: the inputs of the first correctness trial, the device
+    synchronised after the call (every stream's work done, so the tool has seen every
+    kernel of it), no reference (the regular child checked the answer), no monitor, no
+    timing. The record's ``shared_memory`` says whether a kernel of the bundle's uses shared
+    memory (racecheck follows where it does, or cannot be told); a candidate thread left
+    running or tampering after the call makes it ``incorrect`` or ``runtime_error`` as in
+    ``evaluate_shape`` (the runner then keeps the operator's window open)."""
+    import torch
+
+    from evaluator.correctness import CandidateError, call_candidate, derive_seed
+    from evaluator.integrity import OutsideWorkError, TamperingError, bound_checker
+
+    shape_id = str(shape["shape_id"])
+    record: dict[str, Any] = {"shape_id": shape_id, "status": "runtime_error", "error": None}
+    device = torch.device(job["device"])
+    try:
+        spec = operator_spec(job)
+        init_kwargs = shape.get("init_kwargs") or {}
+        try:
+            candidate = model_class(**init_kwargs)
+            if isinstance(candidate, torch.nn.Module):
+                candidate = candidate.to(device)
+        except Exception as exc:
+            raise CandidateError(
+                f"shape {shape_id}: Model(**{init_kwargs!r}) failed: {message_of(exc)}"
+            ) from exc
+        seed = derive_seed(job["seed"], "correctness", spec.slug, shape_id, 0)
+        with torch.inference_mode():
+            inputs = spec.make_inputs(device=device, seed=seed, **dict(shape["input_kwargs"]))
+            call_candidate(candidate, inputs, shape_id=shape_id)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        bound_checker(guard, f"after the sanitized call of shape {shape_id}")()
+        record.update(status="pass", shared_memory=shared_memory_used(job.get("bundle_dir")))
+    except CandidateError as exc:
+        record.update(error=exc.message, codes=[loud_code(exc.__cause__ or exc)])
+    except TamperingError as exc:
+        record.update(error=f"shape {shape_id}: {exc.message}", tampering=True, codes=["tampering"])
+    except OutsideWorkError as exc:
+        record.update(
+            status="incorrect", error=f"shape {shape_id}: {exc.message}", codes=["outside_work"]
+        )
+    except BaseException as exc:  # SystemExit or worse from the candidate: this call fails
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        record.update(error=f"shape {shape_id}: {message_of(exc)}", codes=[loud_code(exc)])
     return record
 
 

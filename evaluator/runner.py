@@ -226,13 +226,19 @@ def start_child(
     second_user: bool = False,
     wrapper: list[str] | None = None,
     extra_env: Mapping[str, str] | None = None,
+    extra_fds: tuple[int, ...] = (),
+    cache: str | None = None,
+    cache_from: list[str] | None = None,
+    output_fd: int | None = None,
 ) -> StartedChild:
     """Start ``python -m evaluator.child`` for ``operator`` in its sandbox: it warms up the
     harness (torch, the device, the profiler; nothing of the candidate's) and then waits
     for its job, which ``run_started_child`` sends. Raises SandboxError when the policy
     requires a protection that cannot be applied. ``wrapper`` goes before the child's
     command (``compute-sanitizer ...``, see ``evaluator.sanitizer``), ``extra_env`` into
-    its environment."""
+    its environment, ``extra_fds`` are passed on (the sanitizer's log pipe); ``cache`` and
+    ``cache_from`` name its Triton cache (``Sandbox.child``); ``output_fd`` takes its stdout
+    and stderr instead of ``log_path``."""
     job_read, job_write = os.pipe()
     result_read, result_write = os.pipe()
     command = [
@@ -251,13 +257,20 @@ def start_child(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     launched = time.monotonic()
     try:
-        plan = sandbox.child(operator, bundle_dir, second=second_user)
+        plan = sandbox.child(
+            operator, bundle_dir, second=second_user, cache=cache, cache_from=cache_from
+        )
         env = (
             {"env": {**sandbox.environment(plan, sandbox.device), **extra_env}} if extra_env else {}
         )
         with open(log_path, "ab") as log:
             process = None
-            if wrapper is None and forkserver.enabled(device):
+            if (
+                wrapper is None
+                and not extra_fds
+                and output_fd is None
+                and forkserver.enabled(device)
+            ):
                 # Forked from a warm harness process (evaluator.forkserver); exec'd as
                 # below if the server cannot be had.
                 environment = env.get("env") or sandbox.environment(plan, sandbox.device)
@@ -279,9 +292,9 @@ def start_child(
                 process, _ = sandbox.launch(
                     command,
                     plan,
-                    pass_fds=(job_read, result_write),
+                    pass_fds=(job_read, result_write, *extra_fds),
                     stdin=subprocess.DEVNULL,
-                    stdout=log,
+                    stdout=log if output_fd is None else output_fd,
                     stderr=subprocess.STDOUT,
                     **env,
                 )
@@ -303,6 +316,9 @@ def run_started_child(
     on_record: Callable[[dict[str, Any]], None],
     on_sent: Callable[[], None] | None = None,
     watch_processes: bool = True,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    tap: memory_sanitizer.LogTap | None = None,
+    keep_job_pipe: bool = False,
 ) -> ChildOutcome:
     """Hand the started child its job and follow it to completion (or one of its limits);
     ``on_sent`` is called once the job is sent (to start the next child ahead).
@@ -311,6 +327,10 @@ def run_started_child(
     it (see ``evaluator.child``), and any other bytes on the pipe fail the operator.
     Everything the child started is killed when it ends. The outcome's marks count from
     the moment the job was sent; ``ahead_s`` is how long the child had been up before.
+    ``on_event`` sees every message first (a sanitized child's operator boundaries), and
+    ``tap`` (the sanitizer's log pipe) is drained as it fills and before each message;
+    with ``keep_job_pipe`` the job pipe stays open until the child ends (a sanitized
+    child's go-aheads are written to it).
     """
     outcome = ChildOutcome()
     key = secrets.token_bytes(32)
@@ -324,15 +344,19 @@ def run_started_child(
         except BrokenPipeError:
             pass  # the child died; its exit status tells the rest
         finally:
-            os.close(child.job_write)
+            if not keep_job_pipe:
+                os.close(child.job_write)
         if on_sent is not None:
             on_sent()
         _follow(
             process, child.result_read, outcome, shape_timeout_s, on_record,
             key=key, sandbox=child.plan, launched=sent, watch_processes=watch_processes,
+            on_event=on_event, tap=tap,
         )  # fmt: skip
     finally:
         os.close(child.result_read)
+        if keep_job_pipe:
+            os.close(child.job_write)
         # The child is done (or stopped): nothing it started may outlive it.
         _kill(process, uid)
         outcome.mark("gone", time.monotonic() - sent)
@@ -360,16 +384,12 @@ class ChildStarter:
 
     def __init__(
         self, *, sandbox: Sandbox, device: str, bundle_dir: Path, log_dir: Path,
-        ahead: bool = True, tool: str | None = None, sanitizer: str | None = None,
+        ahead: bool = True,
     ) -> None:  # fmt: skip
         self.sandbox = sandbox
         self.device = device
         self.bundle_dir = bundle_dir
         self.log_dir = log_dir
-        # A sanitizer tool: every child runs under ``compute-sanitizer`` (evaluator.sanitizer)
-        # and logs to ``<operator>.sanitizer-<tool>.log``.
-        self.tool = tool
-        self.wrapper = memory_sanitizer.command(sanitizer, tool) if tool and sanitizer else None
         self.ahead = ahead and sandbox.can_overlap
         self._next: StartedChild | None = None
         self._second = True  # the user of the child started last (the first is not)
@@ -383,25 +403,46 @@ class ChildStarter:
             self._next = None
 
     def _start(self, operator: str) -> StartedChild:
+        return self.start(operator, log_path=self.log_path(operator), cache=operator)
+
+    def start(
+        self,
+        label: str,
+        *,
+        log_path: Path,
+        cache: str | None = None,
+        cache_from: list[str] | None = None,
+        wrapper: list[str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        extra_fds: tuple[int, ...] = (),
+        output_fd: int | None = None,
+    ) -> StartedChild:
+        """Start a child now (``label`` names its sandbox folder). Its Triton cache is the
+        run's folder ``cache`` (an operator's regular child), or a new one holding copies of
+        the caches of ``cache_from`` (the sanitized child: nothing compiles under the tool);
+        ``wrapper``, ``extra_env`` and ``extra_fds`` as for ``start_child``."""
         # Two children are alive at once only when started one after the other: turn
         # and turn about, they run as different users.
         if self.ahead:
             self._second = not self._second
         return start_child(
-            operator=operator,
+            operator=label,
             bundle_dir=self.bundle_dir,
             device=self.device,
-            log_path=self.log_path(operator),
+            log_path=log_path,
             sandbox=self.sandbox,
             second_user=self.ahead and self._second,
-            wrapper=self.wrapper,
-            extra_env=memory_sanitizer.SANITIZER_ENV if self.wrapper else None,
+            wrapper=wrapper,
+            extra_env=extra_env,
+            extra_fds=extra_fds,
+            cache=cache or label,
+            cache_from=cache_from,
+            output_fd=output_fd,
         )
 
     def log_path(self, operator: str) -> Path:
-        """The log of ``operator``'s child (the sanitizer's reports with it, under one)."""
-        name = f"{operator}.sanitizer-{self.tool}.log" if self.tool else f"{operator}.log"
-        return self.log_dir / name
+        """The log of ``operator``'s child."""
+        return self.log_dir / f"{operator}.log"
 
     def take(self, operator: str) -> StartedChild:
         """The child for ``operator``: the one started ahead if it is still alive, else a
@@ -454,7 +495,9 @@ def _own_processes(
     found = foreign_processes(
         process.pid,
         sandbox.uid if sandbox is not None else None,
-        writable=[sandbox.private_tmp] if sandbox is not None else [],
+        writable=[p for p in (sandbox.private_tmp, sandbox.cache_dir) if p]
+        if sandbox is not None
+        else [],
         pids=pids,
     )
     return OWN_PROCESS_ERROR.format(found="; ".join(found[:3])) if found else None
@@ -471,6 +514,8 @@ def _follow(
     sandbox: ChildSandbox | None = None,
     launched: float,
     watch_processes: bool = True,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    tap: memory_sanitizer.LogTap | None = None,
 ) -> None:
     reader = FrameReader(key=key)
     uid = sandbox.uid if sandbox is not None else None
@@ -510,8 +555,11 @@ def _follow(
                 "timeout",
             )
             return
-        ready, _, _ = select.select([fd], [], [], min(left, MEMORY_CHECK_INTERVAL_S))
-        if not ready:
+        watched = [fd] if tap is None or tap.ended else [fd, tap.read_fd]
+        ready, _, _ = select.select(watched, [], [], min(left, MEMORY_CHECK_INTERVAL_S))
+        if tap is not None:
+            tap.drain()  # the sanitizer never waits on a full pipe
+        if fd not in ready:
             if process.poll() is not None:
                 # The child is gone and nothing more is waiting: processes it left behind
                 # may still hold the pipe open, so do not wait for end-of-file.
@@ -531,11 +579,17 @@ def _follow(
         for message in messages:
             now = time.monotonic()
             deadline = now + shape_timeout_s
+            if tap is not None:
+                tap.drain()  # what the tool wrote before this frame is in the log now
+            if on_event is not None:
+                on_event(message)
             event = message.get("event")
             if event in ("hello", "ready", "imported", "shape_start", "done"):
                 outcome.mark(str(event), now - launched)
             if event == "shape_start":
                 current = f"shape {message.get('shape_id')}"
+            elif event == "operator_start":
+                current = f"operator {str(message.get('operator'))!r}"
             elif event == "variant_start":
                 current = f"validation variant {str(message.get('name'))!r}"
             elif event == "variant" and isinstance(message.get("result"), dict):
@@ -768,6 +822,209 @@ def _evaluate_operator(
     )
 
 
+class _StopChild(Exception):
+    """Raised from a sanitized child's event handler: that child is stopped, and a new one
+    goes on from the next operator."""
+
+
+@dataclass
+class _SanitizedChild:
+    """What one sanitized child did: the operators it started (in order) and finished, their
+    records and log windows, and its figures for the digest."""
+
+    number: int
+    log_path: Path
+    reached: list[str] = field(default_factory=list)
+    finished: set[str] = field(default_factory=set)
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    starts: dict[str, int] = field(default_factory=dict)
+    """The log's length when each operator's ``operator_start`` arrived."""
+    untrusted: set[str] = field(default_factory=set)
+    """Operators whose window stays open to the end of the log (their end cannot be told)."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    outcome: ChildOutcome | None = None
+    data: bytes = b""
+
+    def windows(self) -> list[memory_sanitizer.Window]:
+        """Each operator's part of the log: from its start to the next one's, the last
+        one's and each untrusted one's to the end of the log."""
+        windows = []
+        for index, operator in enumerate(self.reached):
+            following = self.reached[index + 1] if index + 1 < len(self.reached) else None
+            end = None
+            if following is not None and operator not in self.untrusted:
+                end = self.starts[following]
+            windows.append(memory_sanitizer.Window(operator, self.starts[operator], end))
+        return windows
+
+    def digest(self) -> dict[str, Any]:
+        outcome = self.outcome or ChildOutcome()
+        return {
+            "operators": list(self.reached),
+            "start_s": outcome.marks.get("ready"),
+            "ahead_s": outcome.ahead_s,
+            "seconds": outcome.marks.get("gone"),
+            "ended": "done" if "done" in outcome.marks else (outcome.error or "stopped"),
+            "log": self.log_path.name,
+        }
+
+
+UNTRUSTED_END_CODES = frozenset({"outside_work", "tampering"})
+"""A sanitized call with one of these codes may have left work running past its
+``operator_done``: its window stays open to the end of the child's log."""
+
+
+def _start_sanitized(
+    *,
+    number: int,
+    tool: str,
+    cache_from: list[str],
+    executable: str,
+    starter: ChildStarter,
+    log_dir: Path,
+    own_log: bool = True,
+) -> tuple[memory_sanitizer.LogTap, StartedChild]:
+    """Start a child under ``compute-sanitizer`` (``tool``), its reports on a ``LogTap``
+    (``sanitizer-<tool>-<number>.log``), the Triton caches of ``cache_from`` copied in; it
+    warms up and waits for its job. Without ``own_log`` (a tool that would not write to
+    the pipe by path) the tap takes the child's stdout and stderr, the tool's reports
+    among the candidate's prints."""
+    log_path = log_dir / f"sanitizer-{tool}-{number}.log"
+    child_log = log_dir / f"sanitizer-{tool}-{number}.child.log"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for path in (log_path, child_log):
+        path.unlink(missing_ok=True)
+    tap = memory_sanitizer.LogTap(log_path)
+    try:
+        child = starter.start(
+            f"sanitizer-{tool}-{number}",
+            log_path=child_log,
+            wrapper=memory_sanitizer.command(executable, tool, tap.write_fd if own_log else None),
+            extra_env=memory_sanitizer.SANITIZER_ENV,
+            extra_fds=(tap.write_fd,) if own_log else (),
+            cache_from=cache_from,
+            output_fd=None if own_log else tap.write_fd,
+        )
+    except BaseException:
+        tap.close()
+        raise
+    tap.close_write_end()
+    return tap, child
+
+
+def _run_sanitized_child(
+    *,
+    number: int,
+    tool: str,
+    operators: list[str],
+    jobs: Mapping[str, dict[str, Any]],
+    smallest: Mapping[str, ShapeSpec],
+    executable: str,
+    starter: ChildStarter,
+    log_dir: Path,
+    shape_timeout_s: float,
+    prepared: tuple[memory_sanitizer.LogTap, StartedChild] | None = None,
+    own_log: bool = True,
+) -> _SanitizedChild:
+    """One child under ``compute-sanitizer`` (``tool``) for ``operators``, in order, until
+    it finishes them, crashes or is stopped (``_StopChild``); see ``evaluator.sanitizer`` for
+    the windows and why they hold. ``prepared``: that child, started ahead
+    (``_start_sanitized``)."""
+    tap, child = prepared or _start_sanitized(
+        number=number, tool=tool, cache_from=operators, executable=executable,
+        starter=starter, log_dir=log_dir, own_log=own_log,
+    )  # fmt: skip
+    run = _SanitizedChild(number=number, log_path=Path(tap.path))
+    job = {
+        "operator": operators[0],
+        "bundle_dir": jobs[operators[0]]["bundle_dir"],
+        "device": jobs[operators[0]]["device"],
+        "seed": jobs[operators[0]]["seed"],
+        "sanitize": True,
+        "operators": [
+            {
+                "operator": op,
+                "module_path": jobs[op]["module_path"],
+                "shape": next(
+                    s for s in jobs[op]["shapes"] if s["shape_id"] == smallest[op].shape_id
+                ),
+                **({"operator_source": jobs[op]["operator_source"]}
+                   if "operator_source" in jobs[op] else {}),
+            }
+            for op in operators
+        ],
+    }  # fmt: skip
+    started_at: dict[str, float] = {}
+    holder: list[StartedChild] = []
+    go = [""]  # the token the next operator_start must carry back
+
+    def settle() -> None:
+        """Wait until the tool's log has been quiet for QUIET_S (at most SETTLE_MAX_S)."""
+        deadline = time.monotonic() + memory_sanitizer.SETTLE_MAX_S
+        size, quiet_since = tap.drain(), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            now = time.monotonic()
+            if tap.drain() != size:
+                size, quiet_since = tap.size, now
+            elif now - quiet_since >= memory_sanitizer.QUIET_S:
+                return
+
+    def on_event(message: dict[str, Any]) -> None:
+        event, operator = message.get("event"), str(message.get("operator"))
+        if event in ("operator_start", "operator_done", "shape") and operator not in operators:
+            raise _StopChild(f"a record for an operator it was not given ({operator!r})")
+        if event == "operator_start":
+            if operator in run.starts:
+                raise _StopChild(f"operator {operator!r} started twice")
+            if run.reached and (run.reached[-1] not in run.finished or message.get("go") != go[0]):
+                # It did not wait for the go-ahead: the previous window has no known end.
+                run.untrusted.add(run.reached[-1])
+            run.reached.append(operator)
+            run.starts[operator] = tap.size
+            started_at[operator] = time.monotonic()
+        elif event == "shape" and isinstance(message.get("result"), dict):
+            run.records[operator] = message["result"]
+        elif event == "operator_done":
+            if not run.reached or run.reached[-1] != operator or operator in run.finished:
+                raise _StopChild(f"operator {operator!r} done out of turn")
+            run.finished.add(operator)
+            run.seconds[operator] = round(time.monotonic() - started_at[operator], 3)
+            record = run.records.get(operator) or {}
+            if UNTRUSTED_END_CODES.intersection(record.get("codes") or []):
+                run.untrusted.add(operator)
+            if operator == operators[-1]:
+                return  # the last: its window runs to the end of the log
+            settle()
+            printed = memory_sanitizer.parse_report(tap.text(), tool).findings
+            if len(printed) >= memory_sanitizer.PRINT_LIMIT:
+                # The tool prints no more reports in this process: a new one goes on.
+                raise _StopChild("the sanitizer's print limit was reached")
+            go[0] = secrets.token_hex(memory_sanitizer.GO_TOKEN_BYTES // 2)
+            try:
+                os.write(holder[0].job_write, go[0].encode("ascii"))
+            except OSError:
+                pass  # the child is gone; its end tells the rest
+
+    try:
+        holder.append(child)
+        try:
+            run.outcome = run_started_child(
+                child, job=job, shape_timeout_s=shape_timeout_s, on_record=lambda _: None,
+                watch_processes=False, on_event=on_event, tap=tap, keep_job_pipe=True,
+            )  # fmt: skip
+        except _StopChild as stop:
+            run.outcome = ChildOutcome()
+            run.outcome.fail("runtime_error", f"stopped: {stop}", "crashed")
+    finally:
+        tap.close()
+    for operator in run.reached:
+        if operator not in run.finished:
+            run.seconds[operator] = round(time.monotonic() - started_at[operator], 3)
+    run.data = bytes(tap.data)
+    return run
+
+
 def _sanitize_operators(
     *,
     entries: list[dict[str, Any]],
@@ -781,86 +1038,197 @@ def _sanitize_operators(
     log_dir: Path,
     shape_timeout_s: float,
 ) -> dict[str, Any]:
-    """Call each operator's smallest shape once under ``compute-sanitizer`` (one child per
-    operator and tool, the next started ahead) and fail the shape, with code
-    ``memory_error``, at the first error the sanitizer reports (``evaluator.sanitizer``):
-    a wrong-answer code, so the operator is ``incorrect``. Only operators whose smallest
-    shape passed (or fell back) are checked, and their ``jobs`` hold their child jobs.
-    ``racecheck`` runs where the memcheck child found a kernel of the bundle's with shared
-    memory, or could not tell. Returns what ran, for the environment digest: per tool the
-    operators checked, the seconds it took and the operators it failed."""
+    """Call each operator's smallest shape once under ``compute-sanitizer``: one child per
+    tool for all the operators, one after another (a child that crashes is replaced by a
+    new one that goes on from the next operator), and fail the shape, with code
+    ``memory_error``, at the first error the sanitizer reports in the operator's window of
+    the log (``evaluator.sanitizer``): a wrong-answer code, so the operator is
+    ``incorrect``. A call that crashed the child or failed under the tool loses its shape
+    (a loud failure, with the crash); one that timed out gets a warning. Only operators
+    whose smallest shape passed (or fell back) are checked, and their ``jobs`` hold their
+    child jobs. ``racecheck`` runs where the memcheck call found a kernel of the bundle's
+    with shared memory, or could not tell. Returns what ran, for the environment digest:
+    per tool the operators checked, the seconds it took, the operators it failed, each
+    child (its operators, start-up and total seconds, how it ended, its log) and reports
+    outside every operator's window."""
     by_operator = {entry["operator"]: entry for entry in entries}
     pending = [op for op in jobs if op in smallest]
     shared: dict[str, bool | None] = {}
     summary: dict[str, Any] = {"executable": executable, "tools": {}}
-    for tool in tools:
+    # Two sanitized children are alive at once only while the next tool's, started ahead,
+    # warms up (the tool's start, torch, the CUDA context) during this tool's pass.
+    starter = ChildStarter(sandbox=sandbox, device=device, bundle_dir=bundle_dir, log_dir=log_dir)
+    ahead: dict[str, tuple[memory_sanitizer.LogTap, StartedChild]] = {}
+    try:
+        return _sanitize_tools(
+            by_operator=by_operator, pending=pending, shared=shared, summary=summary,
+            jobs=jobs, smallest=smallest, tools=tools, executable=executable,
+            starter=starter, log_dir=log_dir, shape_timeout_s=shape_timeout_s, ahead=ahead,
+        )  # fmt: skip
+    finally:
+        for tap, child in ahead.values():
+            child.stop()
+            tap.close()
+
+
+def _sanitize_tools(
+    *,
+    by_operator: dict[str, dict[str, Any]],
+    pending: list[str],
+    shared: dict[str, bool | None],
+    summary: dict[str, Any],
+    jobs: Mapping[str, dict[str, Any]],
+    smallest: Mapping[str, ShapeSpec],
+    tools: tuple[str, ...],
+    executable: str,
+    starter: ChildStarter,
+    log_dir: Path,
+    shape_timeout_s: float,
+    ahead: dict[str, tuple[memory_sanitizer.LogTap, StartedChild]],
+) -> dict[str, Any]:
+    """``_sanitize_operators``' loop over the tools; ``ahead`` holds a child started ahead
+    of its tool's turn (stopped by the caller if never taken)."""
+    for index, tool in enumerate(tools):
         if tool == "racecheck" and "memcheck" in tools:
             pending = [op for op in pending if shared.get(op, None) is not False]
+        # An operator an earlier tool failed keeps that tool's report (its first).
+        done = {op for figures in summary["tools"].values() for op in figures["failed"]}
+        pending = [op for op in pending if op not in done]
         started = time.monotonic()
         failed: list[str] = []
+        children: list[dict[str, Any]] = []
+        outside: list[str] = []
         per_operator: dict[str, float] = {}
-        with ChildStarter(
-            sandbox=sandbox, device=device, bundle_dir=bundle_dir, log_dir=log_dir,
-            tool=tool, sanitizer=executable,
-        ) as starter:  # fmt: skip
-            # Stale logs go before any child starts: the next operator's child, started
-            # ahead, is already writing to its own.
-            for operator in pending:
-                starter.log_path(operator).unlink(missing_ok=True)
-            for index, operator in enumerate(pending):
-                shape = smallest[operator]
-                records: list[dict[str, Any]] = []
-                job = {
-                    **jobs[operator],
-                    "shapes": [
-                        s for s in jobs[operator]["shapes"] if s["shape_id"] == shape.shape_id
-                    ],
-                    "sanitize": True,
-                    "validation_variants": False,
-                    "time_budget_s": None,
-                }
-                log_path = starter.log_path(operator)
-                following = pending[index + 1] if index + 1 < len(pending) else None
-                outcome = run_started_child(
-                    starter.take(operator),
-                    job=job,
-                    shape_timeout_s=shape_timeout_s,
-                    on_record=records.append,
-                    on_sent=lambda following=following: starter.start_ahead(following),
-                    watch_processes=False,
+        queue = list(pending)
+        following = tools[index + 1] if index + 1 < len(tools) else None
+        while queue:
+            prepared = ahead.pop(tool, None)
+            if prepared is not None and prepared[1].process.poll() is not None:
+                prepared[1].stop()  # it died while it waited: a fresh one
+                prepared[0].close()
+                prepared = None
+            if children and following in ahead:
+                # A replacement child would share a sandbox user with the one ahead.
+                tap, child = ahead.pop(following)
+                child.stop()
+                tap.close()
+            if (
+                following is not None
+                and following not in ahead
+                and starter.ahead
+                and not [c for c in children if c["operators"]]
+            ):
+                ahead[following] = _start_sanitized(
+                    number=1, tool=following, cache_from=list(pending), executable=executable,
+                    starter=starter, log_dir=log_dir, own_log="shared_log" not in summary,
+                )  # fmt: skip
+            run = _run_sanitized_child(
+                number=len(children) + 1, tool=tool, operators=queue, jobs=jobs,
+                smallest=smallest, executable=executable, starter=starter, log_dir=log_dir,
+                shape_timeout_s=shape_timeout_s, prepared=prepared,
+                own_log="shared_log" not in summary,
+            )  # fmt: skip
+            children.append(run.digest())
+            outcome = run.outcome or ChildOutcome()
+            if "hello" not in outcome.marks and not run.data and "shared_log" not in summary:
+                # The tool wrote nothing and the child never started: this tool may not
+                # take the pipe by path. Again with its reports on the child's own output,
+                # where a candidate's prints can sit among them (the digest says so).
+                summary["shared_log"] = (
+                    f"compute-sanitizer did not start with --log-file on a pipe "
+                    f"({outcome.error}); its reports were read from the children's output"
                 )
-                per_operator[operator] = outcome.marks.get("gone", 0.0)
-                if records and tool == "memcheck":
-                    shared[operator] = records[0].get("shared_memory")
-                text = log_path.read_text(errors="replace") if log_path.exists() else ""
-                error = memory_sanitizer.parse_report(text, tool).first_error(shape.shape_id)
-                entry = by_operator[operator]
-                if error is None:
-                    if not records:
-                        warning = (
-                            f"the memory check ({tool}) of shape {shape.shape_id} did not "
-                            f"complete ({outcome.error or 'no record'}); see {log_path.name}"
-                        )
-                        entry["warnings"].append(warning)
-                    continue
-                failed.append(operator)
-                for shape_entry_ in entry["shapes"]:
-                    if shape_entry_["shape_id"] == shape.shape_id:
-                        shape_entry_.update(
-                            status="incorrect",
-                            error=error,
-                            codes=merge(shape_entry_.get("codes"), ["memory_error"]),
-                            roofline_fraction=None,
-                            speedup=None,
-                        )
-                _rescore(entry)
+                for tap, child in ahead.values():
+                    child.stop()
+                    tap.close()
+                ahead.clear()
+                continue
+            per_operator.update(run.seconds)
+            reports, before = memory_sanitizer.attribute(run.data, run.windows(), tool)
+            outside += [f.text() for f in before.findings]
+            for operator in run.reached:
+                record = run.records.get(operator) or {}
+                if tool == "memcheck" and record.get("status") == "pass":
+                    shared[operator] = record.get("shared_memory")
+                if _judge_sanitized(
+                    entry=by_operator[operator], shape=smallest[operator], tool=tool,
+                    report=reports[operator], record=record,
+                    finished=operator in run.finished, outcome=outcome, log=run.log_path.name,
+                ):  # fmt: skip
+                    failed.append(operator)
+            if not run.reached:
+                for operator in queue:
+                    by_operator[operator]["warnings"].append(
+                        f"the memory check ({tool}) did not run: "
+                        f"{outcome.error or 'the sanitized child did not start'}; "
+                        f"see {run.log_path.name}"
+                    )
+                break
+            queue = queue[queue.index(run.reached[-1]) + 1 :]
         summary["tools"][tool] = {
             "operators": list(pending),
             "seconds": round(time.monotonic() - started, 3),
             "per_operator_s": per_operator,
             "failed": failed,
+            "children": children,
+            **({"outside_operators": outside} if outside else {}),
         }
     return summary
+
+
+def _judge_sanitized(
+    *,
+    entry: dict[str, Any],
+    shape: ShapeSpec,
+    tool: str,
+    report: memory_sanitizer.SanitizerReport,
+    record: Mapping[str, Any],
+    finished: bool,
+    outcome: ChildOutcome,
+    log: str,
+) -> bool:
+    """Turn one operator's sanitized call into its smallest shape's verdict; True when the
+    sanitizer found an error (the shape is then ``incorrect``, code ``memory_error``)."""
+    error = report.first_error(shape.shape_id)
+    if error is not None:
+        _fail_shape(entry, shape.shape_id, status="incorrect", error=error, codes=["memory_error"])
+        return True
+    if record.get("status") in ("runtime_error", "compile_error") or (
+        not finished and outcome.status != "timeout" and not record
+    ):
+        # The call failed, or the child died during it, under the tool (the regular child
+        # ran it): a loud failure of this shape.
+        what = record.get("error") or outcome.error or "the evaluation process stopped"
+        _fail_shape(
+            entry,
+            shape.shape_id,
+            status="runtime_error",
+            error=f"shape {shape.shape_id}: under compute-sanitizer ({tool}) the call failed: "
+            f"{what}; see {log}",
+            codes=list(record.get("codes") or [outcome.unfinished_code])[:1],
+        )
+    elif not finished:
+        entry["warnings"].append(
+            f"the memory check ({tool}) of shape {shape.shape_id} did not complete "
+            f"({outcome.error or 'no record'}); see {log}"
+        )
+    return False
+
+
+def _fail_shape(
+    entry: dict[str, Any], shape_id: str, *, status: str, error: str, codes: list[str]
+) -> None:
+    """Fail one shape of an operator entry after the run (the sanitizer pass), and rescore."""
+    for shape_entry_ in entry["shapes"]:
+        if shape_entry_["shape_id"] == shape_id:
+            shape_entry_.update(
+                status=status,
+                error=error,
+                codes=merge(shape_entry_.get("codes"), codes),
+                roofline_fraction=None,
+                speedup=None,
+            )
+    _rescore(entry)
 
 
 def _rescore(entry: dict[str, Any]) -> None:

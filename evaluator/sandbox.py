@@ -32,6 +32,7 @@ import json
 import os
 import pwd
 import re
+import shutil
 import signal
 import site
 import stat
@@ -385,6 +386,10 @@ class ChildSandbox:
     """Device files the child must open read-write (the GPU's), checked before the switch."""
     report_fd: int = -1
     report: dict[str, Any] = field(default_factory=dict)
+    cache_dir: str | None = None
+    """The child's Triton cache: a folder of the run's scratch, the child's own and
+    writable, bound back like ``private_tmp`` but kept after the child (see
+    ``Sandbox.child``)."""
 
     # -- in the forked process --------------------------------------------------------
 
@@ -463,7 +468,7 @@ class ChildSandbox:
         hidden_done = []
         problems = []
         readonly = set(self.keep)
-        keeps = [*self.keep, self.private_tmp]
+        keeps = [*self.keep, self.private_tmp, *([self.cache_dir] if self.cache_dir else [])]
         for path in sorted(self.hidden, key=lambda p: (p.count("/"), p)):
             if not os.path.lexists(path):
                 continue  # already hidden by a folder above it, or never there
@@ -640,9 +645,25 @@ class Sandbox:
         (or, where the parent cannot switch users, as the caller, like everything else)."""
         return self.no_overlap_reason is None
 
-    def child(self, label: str, bundle_dir: Path | None, *, second: bool = False) -> ChildSandbox:
+    def child(
+        self,
+        label: str,
+        bundle_dir: Path | None,
+        *,
+        second: bool = False,
+        cache: str | None = None,
+        cache_from: Iterable[str] | None = None,
+    ) -> ChildSandbox:
         """The plan of one child: its private temp folder, what it sees and as whom
-        (``second``: as the second sandbox user, for a child started while another runs)."""
+        (``second``: as the second sandbox user, for a child started while another runs).
+
+        ``cache`` names the child's Triton cache folder in the run's scratch
+        (``caches/<cache>``, the child's own, kept after it so that a later child can use
+        what it compiled); ``cache_from`` fills it first with copies of those caches (the
+        sanitized child gets the regular children's compiled kernels: nothing compiles
+        again under the tool). Copies, so no two children ever write one folder: the
+        kernels of the bundle's operators come from children of the same bundle, which
+        gives the child nothing its own code could not do."""
         if second and not self.can_overlap:
             raise SandboxError(f"A child cannot start beside another: {self.no_overlap_reason}")
         self._counter += 1
@@ -654,12 +675,17 @@ class Sandbox:
         keep = list(self.runtime)
         if bundle_dir is not None:
             keep.append(os.path.realpath(bundle_dir))
+        cache_dir = self._cache(cache, cache_from or (), uid, gid) if cache else None
         hidden = {
             os.path.realpath(p) if os.path.lexists(p) else p
             for p in (*DEFAULT_HIDDEN, *self.policy.hidden_paths)
         }
         if uid is not None and gid is not None:
-            hidden.update(untraversable_ancestors([*keep, str(private)], uid, gid))
+            hidden.update(
+                untraversable_ancestors(
+                    [*keep, str(private), *([cache_dir] if cache_dir else [])], uid, gid
+                )
+            )
         # A hidden path that holds a runtime path is covered and the runtime bound back;
         # one inside a runtime path is hidden as asked, except the runtime roots themselves.
         hidden -= set(keep)
@@ -683,7 +709,32 @@ class Sandbox:
             gid=gid,
             privileged=bool(self.privileged),
             no_user_reason=self.no_user_reason,
+            cache_dir=cache_dir,
         )
+
+    def _cache(
+        self, name: str, sources: Iterable[str], uid: int | None, gid: int | None
+    ) -> str | None:
+        """Create (or reuse) ``caches/<name>`` for one child, filled from ``sources``' caches
+        and owned by ``uid``; None when it cannot be made (the child then compiles in its
+        private temp folder, as before)."""
+        root = self.scratch / "caches"
+        folder = root / name.replace(os.sep, "_")
+        try:
+            root.mkdir(mode=0o711, exist_ok=True)
+            folder.mkdir(mode=0o700, exist_ok=True)
+            for source in sources:
+                origin = root / source.replace(os.sep, "_")
+                if origin.is_dir() and origin != folder:
+                    shutil.copytree(origin, folder, dirs_exist_ok=True, symlinks=True)
+            if uid is not None and gid is not None:
+                for path, dirnames, filenames in os.walk(folder):
+                    os.lchown(path, uid, gid)
+                    for entry in [*dirnames, *filenames]:
+                        os.lchown(os.path.join(path, entry), uid, gid)
+        except OSError:
+            return None
+        return os.path.realpath(folder)
 
     def environment(self, child: ChildSandbox, device: str) -> dict[str, str]:
         """The child's whole environment, built from the allow-list (no secrets)."""
@@ -695,7 +746,7 @@ class Sandbox:
             HOME=tmp,
             TMPDIR=tmp,
             XDG_CACHE_HOME=os.path.join(tmp, ".cache"),
-            TRITON_CACHE_DIR=os.path.join(tmp, "triton-cache"),
+            TRITON_CACHE_DIR=child.cache_dir or os.path.join(tmp, "triton-cache"),
             TORCH_EXTENSIONS_DIR=os.path.join(tmp, "torch-extensions"),
             # The second sandbox user may have no account: getpass.getuser() (torch's
             # caches) reads these first.

@@ -1,23 +1,79 @@
-"""Memory safety on the GPU: an operator's smallest shape, called once under NVIDIA's
+"""Memory safety on the GPU: each operator's smallest shape, called once under NVIDIA's
 ``compute-sanitizer``.
 
-Pure stdlib (the runner imports it; torch is never needed here). On CUDA, after an
-operator's regular child has finished, the runner starts one more child for it with
-``compute-sanitizer`` as the wrapper of the child's command (``command``), and the job's
-``sanitize`` flag set: that child imports the candidate and makes its correctness calls
-for the operator's smallest shape once (one call, checked against the reference, neither
-watched nor timed; ``evaluator.measure.evaluate_shape``). The tool is ``memcheck``
-(out-of-bounds and misaligned accesses, hardware exceptions); ``racecheck`` (shared-memory
-hazards) follows when the memcheck child reports that one of the bundle's own kernels
-uses shared memory, or cannot tell; ``initcheck`` (reads of uninitialised global memory)
-can be asked for (``--sanitizer-tools``). PyTorch's caching allocator is off in that child
-(``PYTORCH_NO_CUDA_MEMORY_CACHING=1``), so each tensor is its own allocation and a read
-past a tensor's end is outside any allocation, where the sanitizer sees it.
+Pure stdlib (the runner imports it; torch is never needed here). On CUDA, after every
+operator has been measured, the runner starts one child per tool with ``compute-sanitizer``
+as the wrapper of the child's command (``command``) and a ``sanitize`` job that lists the
+operators: the child checks them one after another, and for each imports the candidate,
+builds the smallest shape's inputs and makes one call of the candidate, neither checked
+against the reference (the regular child already did), watched nor timed
+(``evaluator.child.run_sanitize_job``). The tool is ``memcheck`` (out-of-bounds and
+misaligned accesses, hardware exceptions); ``racecheck`` (shared-memory hazards) follows for
+the operators whose memcheck call found a kernel of the bundle's that uses shared memory,
+or could not tell; ``initcheck`` (reads of uninitialised global memory) can be asked for
+(``--sanitizer-tools``). PyTorch's caching allocator is off in that child
+(``PYTORCH_NO_CUDA_MEMORY_CACHING=1``), so each tensor is its own allocation and a read past
+a tensor's end is outside any allocation, where the sanitizer sees it. The child gets the
+regular children's Triton caches, so nothing compiles under the tool. A child that crashes
+(a hardware exception leaves the CUDA context unusable) is replaced by a new one that goes
+on from the next operator; the crashing operator's shape gets the error.
 
-What the sanitizer prints (its lines start with ``=========``; the candidate's own prints,
-which share the log, do not) is parsed by :func:`parse_report`; one error makes the shape
-``incorrect`` with code ``memory_error`` (``evaluator.verdicts``), and so the operator
-(docs/scoring.md), the error quoting the sanitizer's first report.
+Attribution: which operator a report belongs to. The candidate runs inside the sanitized
+child and may print, write to any descriptor it can name, start threads and launch work on
+other streams; it must not be able to move a report onto another operator or hide one.
+
+* The sanitizer writes its reports to its own log (``--log-file /proc/self/fd/N``): a pipe
+  the runner created and reads (``LogTap``), never the child's stdout or stderr, where the
+  candidate's prints go. A pipe only takes bytes at its end: a candidate that finds it and
+  writes into it can add lines (a fake report blames an operator more, never less) but
+  cannot remove, reorder or rewrite what the sanitizer wrote; lines that the tool did not
+  write in its documented format are ignored (``parse_report``), and a report the tool
+  wrote keeps its place in the stream whatever precedes it (a candidate's partial line
+  could otherwise glue itself to the start of the tool's line on a shared log).
+* The boundaries between operators are the harness's frames on the result pipe
+  (``operator_start`` and ``operator_done``), signed with the run's key like every other
+  record (``evaluator.frames``), which the candidate cannot read: it cannot forge, move or
+  drop a boundary without the runner stopping the child for a forged frame. Before
+  ``operator_done`` the harness synchronises the whole device (every stream's work has
+  finished, so the tool has seen every kernel of the call). The child then waits for the
+  runner's go-ahead, which the runner sends once the tool's log has been quiet for
+  ``QUIET_S`` (the tool's reports come from another process): a fresh random token on the
+  job pipe, which the next ``operator_start`` carries back. The runner drains the log pipe
+  (``LogTap.drain``) before it reads each frame and takes the log's length at each
+  ``operator_start`` as the boundary. No code of the next operator runs before that frame;
+  an ``operator_start`` without the token just sent (a candidate wrote into the job pipe to
+  hurry its child on) leaves the previous boundary unknown.
+* A report is blamed on every operator whose window holds its headline (``Window``,
+  ``attribute``): an operator's window runs from its ``operator_start`` to the next
+  operator's, the last one's to the end of the child's log. Where a boundary cannot be
+  trusted, the window stays open to the end of that child's log, so a later report is
+  blamed on this operator as well as on the one whose window it falls in: an operator that
+  left a thread of its own running (the harness finds it after the call, ``outside_work``)
+  or tampered, one whose go-ahead was not waited for, one whose ``operator_done`` never
+  came (the child crashed or timed out: every report after its start is its). Reports
+  before the first operator's start (the harness's start-up, no candidate code) blame no
+  operator and are listed in the digest (``outside_operators``).
+* Should the tool refuse the pipe by path (the first child never starts and the pipe stays
+  empty), the pass runs again with the tool's reports on the child's own output, read
+  through the same pipe and cut at the same signed frames; the digest says so
+  (``shared_log``), since there a candidate's prints sit among the tool's lines: it could
+  make its own operator's quoted report one of its prints, or glue a partial line to the
+  start of one of the tool's lines to hide it.
+* The tool stops printing after ``PRINT_LIMIT`` reports in one process: once a child has
+  printed that many, it is stopped after the current operator and a new child goes on, so
+  one operator's reports cannot use up another's.
+
+So a report lands on the operator whose code was running when the sanitizer saw the kernel,
+or, when that cannot be told, on every operator that may have run it; the bundle cannot
+shift a report from one of its operators to another, only add more. (Native code in the
+candidate's process could disable the tool itself; that, as everything one process cannot
+do against code inside it, is the sandbox's and the review's concern: the sanitizer finds
+memory errors, it is not a tamper-proof monitor.)
+
+What the sanitizer prints (its lines start with ``=========``) is parsed by
+:func:`parse_report`; one error makes the shape ``incorrect`` with code ``memory_error``
+(``evaluator.verdicts``), and so the operator (docs/scoring.md), the error quoting the
+sanitizer's first report.
 """
 
 from __future__ import annotations
@@ -41,6 +97,13 @@ PRINT_LIMIT = 10
 SANITIZER_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 """The sanitized child's extra environment: one allocation per tensor (see above)."""
 CANDIDATE_PATHS = ("/usr/local/cuda/bin", "/usr/local/cuda/compute-sanitizer", "/opt/cuda/bin")
+QUIET_S = 0.1
+"""After an operator's ``operator_done``, the runner waits until the sanitizer's log has
+been quiet this long (at most ``SETTLE_MAX_S``) before it lets the child go on: the
+tool's reports of the call, written by another process, are in the log by then."""
+SETTLE_MAX_S = 2.0
+GO_TOKEN_BYTES = 16
+"""The go-ahead: this many ASCII characters of a fresh random token on the job pipe."""
 FIRST_REPORT_LINES = 8
 """Lines of the first report quoted in the shape's error (headline, location, thread,
 address and what it is near)."""
@@ -185,10 +248,11 @@ def find_sanitizer(environ: Mapping[str, str] | None = None) -> str | None:
     return None
 
 
-def command(executable: str, tool: str) -> list[str]:
+def command(executable: str, tool: str, log_fd: int | None = None) -> list[str]:
     """The wrapper placed before the child's command: one tool, the sanitizer's reports on
-    the child's log (``=========`` lines), the candidate's own processes (compilers) left
-    alone, leaks not checked (the allocator frees at exit, not per call)."""
+    the descriptor ``log_fd`` (a ``LogTap``'s pipe; the child's log when None), the
+    candidate's own processes (compilers) left alone, leaks not checked (the allocator
+    frees at exit, not per call)."""
     if tool not in TOOLS:
         raise ValueError(f"Unknown sanitizer tool {tool!r}; known: {', '.join(TOOLS)}.")
     wrapper = [
@@ -200,6 +264,8 @@ def command(executable: str, tool: str) -> list[str]:
         "--target-processes",
         "application-only",
     ]
+    if log_fd is not None:
+        wrapper += ["--log-file", f"/proc/self/fd/{log_fd}"]
     if tool == "memcheck":
         # A padding buffer after every allocation: a read just past a tensor's end lands
         # in it, not in the next tensor, whatever the allocations' alignment.
@@ -233,3 +299,104 @@ def smallest_shape(shapes: Iterable[Any]) -> Any | None:
         ),
     )
     return ranked[0] if ranked else None
+
+
+# --------------------------------------------------------------------------- attribution
+
+
+class LogTap:
+    """The sanitizer's own log: a pipe whose write end goes to ``compute-sanitizer``
+    (``--log-file /proc/self/fd/N``) and whose read end the runner drains into ``path``.
+    ``size`` is the length read so far: taken at a boundary frame, after ``drain``, it is
+    where one operator's window ends and the next one's starts."""
+
+    def __init__(self, path: os.PathLike[str] | str) -> None:
+        self.path = path
+        self.read_fd, self.write_fd = os.pipe()
+        # The tool reopens it by path (/proc/self/fd/N) as the sandbox user, which the
+        # pipe's owner (this process, often root) would refuse: writable by anyone who
+        # holds it, readable by the runner alone.
+        os.fchmod(self.write_fd, 0o622)
+        os.set_blocking(self.read_fd, False)
+        self.data = bytearray()
+        self.ended = False
+        """Every writer has closed the pipe (the tool has exited)."""
+        self._file = open(path, "wb")  # noqa: SIM115 - closed by close()
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def drain(self) -> int:
+        """Read whatever the pipe holds now (never waits); the log's length after it."""
+        while True:
+            try:
+                chunk = os.read(self.read_fd, 1 << 16)
+            except BlockingIOError:
+                break
+            except OSError:
+                break
+            if not chunk:
+                self.ended = True
+                break
+            self.data.extend(chunk)
+            self._file.write(chunk)
+        self._file.flush()
+        return self.size
+
+    def close_write_end(self) -> None:
+        """Once the child has its copy: the runner keeps only the read end."""
+        if self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def close(self) -> None:
+        """Drain what is left and close everything."""
+        self.close_write_end()
+        self.drain()
+        os.close(self.read_fd)
+        self._file.close()
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+@dataclass
+class Window:
+    """The part of a sanitized child's log that belongs to one operator: from ``start`` (the
+    log's length when its ``operator_start`` arrived) to ``end`` (when its ``operator_done``
+    did), or to the end of the log when ``end`` is None (its boundary cannot be trusted)."""
+
+    operator: str
+    start: int
+    end: int | None = None
+
+
+def _line_start(data: bytes, offset: int) -> int:
+    """``offset``, or the start of the next line when it falls inside one (a boundary taken
+    while the tool was writing a line gives that line to the window it finishes in)."""
+    if offset <= 0 or offset >= len(data) or data[offset - 1 : offset] == b"\n":
+        return min(max(offset, 0), len(data))
+    following = data.find(b"\n", offset)
+    return len(data) if following < 0 else following + 1
+
+
+def attribute(
+    data: bytes, windows: Iterable[Window], tool: str = "memcheck"
+) -> tuple[dict[str, SanitizerReport], SanitizerReport]:
+    """Each operator's reports, by where their headlines are in the log (``windows``;
+    overlapping windows blame a report on every operator whose window holds it), and the
+    reports outside every window (before the first operator started)."""
+    windows = list(windows)
+    by_operator: dict[str, SanitizerReport] = {}
+    for window in windows:
+        start = _line_start(data, window.start)
+        end = len(data) if window.end is None else _line_start(data, window.end)
+        report = parse_report(data[start:end].decode("utf-8", errors="replace"), tool)
+        # The summary line comes at the child's exit: it is no operator's error count.
+        report.errors = len(report.findings) or None
+        by_operator[window.operator] = report
+    first = min((w.start for w in windows), default=len(data))
+    before = parse_report(data[: _line_start(data, first)].decode("utf-8", errors="replace"), tool)
+    before.errors = len(before.findings) or None
+    return by_operator, before

@@ -436,3 +436,43 @@ def test_a_process_running_before_the_child_is_not_counted_as_the_childs():
         for process in (earlier, leader, later):
             process.kill()
             process.wait(timeout=10)
+
+
+def test_a_childs_triton_cache_outlives_it_and_is_copied_into_a_later_child(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    sandbox = Sandbox(policy=SandboxPolicy(), scratch=scratch)
+    first = sandbox.child("rms_norm", None, cache="rms_norm")
+    process, _ = sandbox.launch(
+        [sys.executable, "-c", textwrap.dedent(
+            """
+            import os
+            folder = os.path.join(os.environ["TRITON_CACHE_DIR"], "abc")
+            os.makedirs(folder)
+            with open(os.path.join(folder, "k.cubin"), "w") as handle:
+                handle.write("compiled")
+            """
+        )],
+        first, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err.decode()
+    # Kept after the child (its private temp folder is not), then copied for a later one.
+    assert (scratch / "caches" / "rms_norm" / "abc" / "k.cubin").read_text() == "compiled"
+    later = sandbox.child("sanitizer", None, cache="sanitizer-memcheck-1", cache_from=["rms_norm"])
+    seen = run_inside_child(
+        sandbox, later, "import os, json; p = os.environ['TRITON_CACHE_DIR']; "
+        "print(json.dumps([p, open(os.path.join(p, 'abc', 'k.cubin')).read()]))",
+    )  # fmt: skip
+    assert seen == [later.cache_dir, "compiled"]
+    assert later.cache_dir != first.cache_dir
+
+
+def run_inside_child(sandbox: Sandbox, child, code: str):
+    process, _ = sandbox.launch(
+        [sys.executable, "-c", code], child,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err.decode()
+    return json.loads(out.decode().splitlines()[-1])

@@ -385,3 +385,53 @@ def test_the_sanitizer_wrapper_tools_and_smallest_shape():
         None,
         *(f"{d}/compute-sanitizer" for d in sanitizer.CANDIDATE_PATHS),
     )
+
+
+def _report(kernel: str) -> str:
+    return (
+        "========= Invalid __global__ read of size 4 bytes\n"
+        f"=========     at {kernel}+0x10 in {kernel}.py:3\n"
+        "=========     by thread (0,0,0) in block (0,0,0)\n"
+        "=========\n"
+    )
+
+
+def test_reports_are_blamed_by_their_place_in_the_log():
+    banner = "========= COMPUTE-SANITIZER\n"
+    first, second = _report("_first_kernel"), _report("_second_kernel")
+    log = (banner + first + second + "========= ERROR SUMMARY: 2 errors\n").encode()
+    a_start, b_start = len(banner), len(banner) + len(first)
+    windows = [sanitizer.Window("a", a_start, b_start), sanitizer.Window("b", b_start, None)]
+    reports, before = sanitizer.attribute(log, windows, "memcheck")
+    assert "_first_kernel" in reports["a"].first_error("s0")
+    assert "_second_kernel" not in reports["a"].first_error("s0")
+    assert "at _second_kernel" in reports["b"].first_error("s1")
+    # The exit's summary counts the whole process: it is no operator's error count.
+    assert reports["b"].errors == 1 and before.clean
+    # A boundary taken in the middle of a line gives the line to the window it ends in.
+    middle = b_start + 10
+    reports, _ = sanitizer.attribute(
+        log, [sanitizer.Window("a", a_start, middle), sanitizer.Window("b", middle, None)]
+    )
+    assert len(reports["a"].findings) == 2 and len(reports["b"].findings) == 0
+    # A window with no known end runs to the end of the log: both reports are its.
+    reports, _ = sanitizer.attribute(
+        log, [sanitizer.Window("a", a_start, None), sanitizer.Window("b", b_start, None)]
+    )
+    assert len(reports["a"].findings) == 2 and len(reports["b"].findings) == 1
+    # Before the first operator started (the harness's start-up): blamed on none.
+    reports, before = sanitizer.attribute(log, [sanitizer.Window("b", b_start, None)])
+    assert "_first_kernel" in before.findings[0].text() and len(reports["b"].findings) == 1
+
+
+def test_the_log_tap_reads_the_tools_pipe_without_waiting(tmp_path):
+    tap = sanitizer.LogTap(tmp_path / "tool.log")
+    assert tap.drain() == 0  # nothing written yet: no wait
+    wrapper = sanitizer.command("cs", "memcheck", tap.write_fd)
+    assert wrapper[wrapper.index("--log-file") + 1] == f"/proc/self/fd/{tap.write_fd}"
+    # Reopened by path, as the tool does (the pipe is writable by whoever holds it).
+    with open(f"/proc/self/fd/{tap.write_fd}", "w") as tool:
+        tool.write(_report("_k"))
+    assert tap.drain() == len(_report("_k"))
+    tap.close()
+    assert (tmp_path / "tool.log").read_text() == _report("_k") and tap.ended

@@ -1,0 +1,1 @@
+fake_compute_sanitizer.py
