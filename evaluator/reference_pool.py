@@ -194,6 +194,7 @@ class ReferencePool:
 
     def __init__(self, settings: PoolSettings, *, environment: Mapping[str, Any]) -> None:
         self.settings = settings
+        self.environment = dict(environment)
         self.key = pool_key(environment)
         self.top = Path(settings.directory)
         self.root = self.top / _digest(self.key)
