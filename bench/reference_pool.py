@@ -10,11 +10,14 @@ Three parts, each printed as a table (and all written with ``--json``):
            trial's path: the runner's ``ReferenceServer`` streaming the entry through a
            pipe, the child's ``PoolClient`` reading it, checking its SHA-256 and decoding it
            onto the device. Medians of ``--repeats``.
+``secrecy`` how often an attacker that learns every entry it is handed knows every pooled
+           trial of a shape, by pool size, uses and its share of the worker's runs
+           (``replay_odds``, a simulation).
 ``runs``   (with ``--runs``) ``run_bundle`` on the bundle twice, without and with the pool
            (filled first, not counted), summing each shape's ``reference`` phase of
            results.json per operator: the figure the pool changes in a real evaluation.
 
-    python3 bench/reference_pool.py --device cpu --suite atrex-bench-v0.1 --shape-set smoke \\
+    python3 bench/reference_pool.py --device cpu --suite atrex-bench-v1 --shape-set smoke \\
         --operators rms_norm,silu_and_mul,layer_norm,unified_attention,gated_delta_rule_update
     python3 bench/reference_pool.py --device cuda --suite atrex-bench-v1 --shape-set full \\
         --runs --kernels examples/bundles/triton-baseline --json pool-h200.json
@@ -70,6 +73,73 @@ def sizes(suite_name: str, shape_set: str, entries: int) -> dict[str, Any]:
         "all_pooled_gib": round(entries * everything / 2**30, 1),
         "by_limit": rows,
     }
+
+
+def replay_odds(
+    *,
+    entries: int,
+    uses: int,
+    low_water: int,
+    trials: int,
+    fresh: int,
+    share: float,
+    runs: int = 20000,
+    seed: int = 1,
+) -> float:
+    """The share of an attacker's runs in which it knows every pooled trial's entry of a
+    shape: it learns (and exfiltrates) each entry it is handed, other runs share the pool
+    (``share``: the attacker's part of a worker's submissions), entries retire after
+    ``uses`` and the pool is topped up under ``low_water``. With ``fresh`` >= 1 a run also
+    has a trial no table can hold, whatever this figure is."""
+    import random
+
+    rng = random.Random(seed)
+    live = {index: 0 for index in range(entries)}
+    next_id = entries
+    known: set[int] = set()
+    attacker_runs = hits = 0
+    pooled = trials - fresh
+    for _ in range(runs):
+        drawn = rng.sample(sorted(live), pooled)
+        if rng.random() < share:
+            attacker_runs += 1
+            hits += all(entry in known for entry in drawn)
+            known.update(drawn)
+        for entry in drawn:
+            live[entry] += 1
+            if live[entry] >= uses:
+                del live[entry]
+        if len(live) < low_water:
+            while len(live) < entries:
+                live[next_id] = 0
+                next_id += 1
+    return hits / max(1, attacker_runs)
+
+
+def secrecy() -> list[dict[str, Any]]:
+    """replay_odds over pool sizes, uses and the attacker's share of a worker's runs."""
+    rows = []
+    for entries, uses in ((64, 8), (256, 8), (64, 4), (64, 2), (64, 1)):
+        for share in (1.0, 0.25):
+            odds = replay_odds(
+                entries=entries, uses=uses, low_water=entries // 2, trials=3, fresh=0,
+                share=share,
+            )  # fmt: skip
+            rows.append(
+                {
+                    "entries": entries,
+                    "uses": uses,
+                    "attacker_share": share,
+                    "all_3_trials_known": round(odds, 4),
+                    "all_15_shapes_known": odds**15,
+                }
+            )
+            print(
+                f"  {entries:>3} entries, {uses} uses, attacker {share:>4.0%} of runs: every "
+                f"trial of a shape known in {odds:.1%} of its runs; all 15 shapes of an "
+                f"operator: {odds**15:.1e}"
+            )
+    return rows
 
 
 def _median_s(function: Any, repeats: int, device: Any) -> float:
@@ -155,7 +225,12 @@ def _shape_figures(
 
 
 def calls(
-    suite_name: str, shape_set: str, operators: list[str], device_name: str, repeats: int
+    suite_name: str,
+    shape_set: str,
+    operators: list[str],
+    device_name: str,
+    repeats: int,
+    max_shapes: int | None = None,
 ) -> list[dict[str, Any]]:
     """Per shape: the reference call against a pooled trial's fetch (server, pipe, client)."""
     import torch
@@ -172,12 +247,15 @@ def calls(
     with tempfile.TemporaryDirectory(prefix="pool-bench-") as folder:
         settings = PoolSettings(
             directory=folder, entries=repeats, low_water=1, fresh_trials=0, uses=10**6,
-            max_bytes=2**40, entry_max_bytes=2**34,
+            max_bytes=2**40, entry_max_bytes=2**34, min_saving_s=0.0,
         )  # fmt: skip
         pool = ReferencePool(settings, environment=environment).open()
         for operator in operators:
             spec = get_operator(operator)
-            for shape in suite.shapes_for(operator, shape_set):
+            shapes = suite.shapes_for(operator, shape_set)
+            if max_shapes:  # the smallest outputs
+                shapes = sorted(shapes, key=lambda s: s.q_write)[:max_shapes]
+            for shape in shapes:
                 row = _shape_figures(
                     pool=pool, suite_hash=suite.content_hash, spec=spec, shape=shape,
                     device=device, repeats=repeats,
@@ -243,7 +321,7 @@ def runs(args: argparse.Namespace, operators: list[str]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--suite", default="atrex-bench-v0.1")
+    parser.add_argument("--suite", default="atrex-bench-v1")
     parser.add_argument("--shape-set", default="smoke", choices=("smoke", "full"))
     parser.add_argument("--device", default="cpu")
     parser.add_argument(
@@ -251,6 +329,9 @@ def main() -> None:
         default="rms_norm,silu_and_mul,layer_norm,unified_attention,gated_delta_rule_update",
     )
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--max-shapes", type=int, default=None, help="per operator, the smallest outputs"
+    )
     parser.add_argument("--entries", type=int, default=64, help="entries per shape (sizes)")
     parser.add_argument("--sizes-suite", default="atrex-bench-v1")
     parser.add_argument("--sizes-shape-set", default="full", choices=("smoke", "full"))
@@ -272,7 +353,11 @@ def main() -> None:
             f"  entry limit {row['entry_limit_mib']:>4} MiB: {row['shapes_pooled']:>3} shapes "
             f"pooled, {row['pool_gib']} GiB"
         )
-    report["calls"] = calls(args.suite, args.shape_set, operators, args.device, args.repeats)
+    print("replay odds, all 3 trials pooled (no fresh trial):")
+    report["secrecy"] = secrecy()
+    report["calls"] = calls(
+        args.suite, args.shape_set, operators, args.device, args.repeats, args.max_shapes
+    )
     if args.runs:
         report["runs"] = runs(args, operators)
     if args.json:

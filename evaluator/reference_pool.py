@@ -53,8 +53,10 @@ ENTRIES_PER_SHAPE = 64
 USES_PER_ENTRY = 8
 LOW_WATER = 32
 FRESH_TRIALS = 1
-MAX_BYTES = 8 * 1024**3
+MAX_BYTES = 16 * 1024**3
 ENTRY_MAX_BYTES = 16 * 1024**2
+MIN_SAVING_S = 0.001
+FETCH_BYTES_PER_S = 1e9
 """Defaults; docs/evaluator-pool.md gives the reasoning and the v1 suite's figures."""
 
 INDEX = "index.json"
@@ -79,6 +81,11 @@ class PoolSettings:
     entry_max_bytes: int = ENTRY_MAX_BYTES
     fill: bool = True
     """Fill a shape at its first use (before its operator's child); else run it unpooled."""
+    min_saving_s: float = MIN_SAVING_S
+    fetch_bytes_per_s: float = FETCH_BYTES_PER_S
+    """A shape is pooled only where its reference call (timed by the fill) takes longer than
+    fetching its output is expected to (``min_saving_s`` plus its bytes at
+    ``fetch_bytes_per_s``): a small, quick reference is cheaper to recompute."""
 
     def __post_init__(self) -> None:
         if not self.directory:
@@ -504,13 +511,35 @@ def fill_plan(plan: Mapping[str, Any], *, environment: Mapping[str, Any]) -> dic
             data["trials"] = spec.policy.trials
             data["shape"] = {"operator": shape.operator, "shape_id": shape.shape_id}
             live = {k: e for k, e in data["entries"].items() if e.get("uses", 0) < settings.uses}
+            computed, written_here = 0, set()
             while len(live) < settings.entries:
                 seed = secrets.randbits(_SEED_BITS)
+                call_started = time.perf_counter()
                 try:
-                    structure, payload = encode_output(_reference_output(spec, shape, seed, device))
+                    output = _reference_output(spec, shape, seed, device)
+                    call_s = time.perf_counter() - call_started
+                    structure, payload = encode_output(output)
                 except ValueError as exc:
                     data["not_pooled"] = str(exc)
                     break
+                del output
+                computed += 1
+                if "reference_s" not in data and (computed == 2 or live):
+                    data["reference_s"] = call_s  # not the shape's first call: warmed up
+                    fetch_s = settings.min_saving_s + len(payload) / settings.fetch_bytes_per_s
+                    if call_s < fetch_s:
+                        data["not_pooled"] = (
+                            f"its reference takes {call_s * 1e3:.3g} ms, under the "
+                            f"{fetch_s * 1e3:.3g} ms a stored output is expected to take"
+                        )
+                        for entry_id, entry in list(data["entries"].items()):
+                            (folder / f"{entry_id}.bin").unlink(missing_ok=True)
+                            if entry_id in written_here:
+                                report["written"] -= 1
+                                report["bytes"] -= entry["nbytes"]
+                                budget_used -= entry["nbytes"]
+                        data["entries"] = {}
+                        break
                 if len(payload) > settings.entry_max_bytes:
                     data["not_pooled"] = (
                         f"its output ({len(payload)} bytes) is over the pool's entry limit "
@@ -539,6 +568,7 @@ def fill_plan(plan: Mapping[str, Any], *, environment: Mapping[str, Any]) -> dic
                     "uses": 0,
                 }
                 data["entries"][entry_id] = live[entry_id] = entry
+                written_here.add(entry_id)
                 budget_used += len(payload)
                 report["written"] += 1
                 report["bytes"] += len(payload)

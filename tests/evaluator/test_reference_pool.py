@@ -60,7 +60,14 @@ def pool_shape(suite: Suite) -> PoolShape:
 
 def small_settings(directory: Path, **changes: Any) -> PoolSettings:
     return replace(
-        PoolSettings(directory=str(directory), entries=6, uses=2, low_water=3, fresh_trials=0),
+        PoolSettings(
+            directory=str(directory),
+            entries=6,
+            uses=2,
+            low_water=3,
+            fresh_trials=0,
+            min_saving_s=0.0,  # the smoke shapes' references take microseconds
+        ),
         **changes,
     )
 
@@ -158,6 +165,19 @@ def test_a_shape_over_the_entry_limit_is_not_pooled(tmp_path):
     report = fill(settings, suite, environment)
     assert report["written"] == 0 and "entry limit" in report["refused"]["smoke-0"]
     pool = ReferencePool(settings, environment=environment)
+    assert pool.draw(suite.content_hash, pool_shape(suite)) is None
+    assert pool.needs_fill(suite.content_hash, [pool_shape(suite)]) == []
+
+
+def test_a_reference_quicker_than_a_fetch_is_not_pooled(tmp_path):
+    suite = rms_smoke_suite()
+    environment = collect_environment("cpu")
+    settings = small_settings(tmp_path / "pool", min_saving_s=10.0)
+    report = fill(settings, suite, environment)
+    assert report["written"] == 0 and "expected to take" in report["refused"]["smoke-0"]
+    pool = ReferencePool(settings, environment=environment)
+    folder = pool.folder(suite.content_hash, pool_shape(suite))
+    assert not list(folder.glob("*.bin"))  # what the measurement computed is not kept
     assert pool.draw(suite.content_hash, pool_shape(suite)) is None
     assert pool.needs_fill(suite.content_hash, [pool_shape(suite)]) == []
 
@@ -275,7 +295,9 @@ def test_pooled_runs_give_the_unpooled_verdicts(tmp_path):
             "rms_norm.py": WRONG_RMS_NORM,
         },
     )
-    settings = PoolSettings(directory=str(tmp_path / "pool"), entries=8, low_water=4)
+    settings = PoolSettings(
+        directory=str(tmp_path / "pool"), entries=8, low_water=4, min_saving_s=0.0
+    )
     bundles = {
         "honest": TRITON_BASELINE,
         "wrong": wrong,
@@ -299,7 +321,12 @@ def test_pooled_runs_give_the_unpooled_verdicts(tmp_path):
 @pytest.mark.slow
 def test_a_tampered_entry_is_recomputed_in_a_run(tmp_path):
     settings = PoolSettings(
-        directory=str(tmp_path / "pool"), entries=3, uses=1, low_water=3, fresh_trials=0
+        directory=str(tmp_path / "pool"),
+        entries=3,
+        uses=1,
+        low_water=3,
+        fresh_trials=0,
+        min_saving_s=0.0,
     )
     first = _run(TRITON_BASELINE, tmp_path, "fill", settings)  # fills at first use
     assert first["environment"]["reference_pool"]["entries_written"] == 3
@@ -345,7 +372,7 @@ def test_the_sandboxed_child_cannot_read_the_pool(tmp_path):
     # Inside the checkout, which the child sees (read-only, for the evaluator's code): not
     # under /tmp, which every child has hidden anyway.
     directory = REPO / f".reference-pool-test-{os.getpid()}"
-    settings = PoolSettings(directory=str(directory), entries=3, low_water=3)
+    settings = PoolSettings(directory=str(directory), entries=3, low_water=3, min_saving_s=0.0)
     suite = rms_smoke_suite()
     try:
         fill(settings, suite, collect_environment("cpu"))
