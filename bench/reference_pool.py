@@ -2,9 +2,10 @@
 
 Three parts, each printed as a table (and all written with ``--json``):
 
-``sizes``  the pool's bytes for a suite's shape set: per-shape output bytes are the work
-           model's written bytes (``q_write``), times ``--entries`` entries a shape; for
-           each per-entry limit, how many shapes would be pooled and the pool's size.
+``sizes``  the pool's bytes for a suite's shape set: per-shape output bytes from the
+           reference run on the ``meta`` device, else the work model's written bytes
+           (``q_write``), times ``--entries`` entries a shape; for each per-entry limit, how
+           many shapes would be pooled and the pool's size.
 ``calls``  per shape of ``--operators`` (on ``--device``): the reference as a correctness
            trial runs it (built afresh, called on a copy of the inputs), against a pooled
            trial's path: the runner's ``ReferenceServer`` streaming the entry through a
@@ -47,15 +48,47 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 LIMITS_MIB = (1, 4, 16, 64, 256)
 
 
+def output_bytes(shape: Any) -> tuple[int, bool]:
+    """(bytes of the reference's output, measured): run on the ``meta`` device (shapes only,
+    no memory); where the reference cannot run there (data-dependent code), the work
+    model's written bytes (``q_write``), an estimate that can be far off (an output that
+    holds every sequence's state, say)."""
+    import torch
+
+    from evaluator.operators import get_operator
+
+    spec = get_operator(shape.operator)
+    try:
+        with torch.inference_mode():
+            inputs = spec.input_maker(
+                device=torch.device("meta"), generator=torch.Generator(), **shape.input_kwargs
+            )
+            output = spec.build_reference(shape.init_kwargs).to("meta")(**inputs)
+    except Exception:  # not runnable on meta: the estimate
+        return int(shape.q_write), False
+    leaves = (
+        output.values()
+        if isinstance(output, dict)
+        else output
+        if isinstance(output, list | tuple)
+        else [output]
+    )
+    return sum(
+        leaf.numel() * leaf.element_size() for leaf in leaves if isinstance(leaf, torch.Tensor)
+    ), True
+
+
 def sizes(suite_name: str, shape_set: str, entries: int) -> dict[str, Any]:
     """The pool's bytes for the suite's shape set, by per-entry limit."""
     from evaluator.suite import load_suite
 
     suite = load_suite(suite_name)
     shapes = [s for s in suite.shapes if (shape_set == "smoke") == bool(s.smoke)]
+    measured = [output_bytes(s) for s in shapes]
+    outputs = [size for size, _ in measured]
     rows = []
     for limit in LIMITS_MIB:
-        kept = [s.q_write for s in shapes if s.q_write <= limit * 2**20]
+        kept = [size for size in outputs if size <= limit * 2**20]
         rows.append(
             {
                 "entry_limit_mib": limit,
@@ -63,14 +96,14 @@ def sizes(suite_name: str, shape_set: str, entries: int) -> dict[str, Any]:
                 "pool_gib": round(entries * sum(kept) / 2**30, 2),
             }
         )
-    everything = sum(s.q_write for s in shapes)
     return {
         "suite": suite_name,
         "shape_set": shape_set,
         "shapes": len(shapes),
+        "shapes_measured_on_meta": sum(1 for _, ok in measured if ok),
         "entries": entries,
-        "all_outputs_gib_per_entry": round(everything / 2**30, 2),
-        "all_pooled_gib": round(entries * everything / 2**30, 1),
+        "all_outputs_gib_per_entry": round(sum(outputs) / 2**30, 2),
+        "all_pooled_gib": round(entries * sum(outputs) / 2**30, 1),
         "by_limit": rows,
     }
 
@@ -344,7 +377,8 @@ def main() -> None:
     report["sizes"] = sizes(args.sizes_suite, args.sizes_shape_set, args.entries)
     size = report["sizes"]
     print(
-        f"{size['suite']} {size['shape_set']}: {size['shapes']} shapes, outputs "
+        f"{size['suite']} {size['shape_set']}: {size['shapes']} shapes "
+        f"({size['shapes_measured_on_meta']} measured on meta, the rest q_write), outputs "
         f"{size['all_outputs_gib_per_entry']} GiB per entry set, {size['entries']} entries: "
         f"{size['all_pooled_gib']} GiB"
     )
