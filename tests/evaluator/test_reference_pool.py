@@ -58,6 +58,11 @@ def pool_shape(suite: Suite) -> PoolShape:
     )
 
 
+def pool_state(settings: PoolSettings, suite: Suite) -> dict[str, Any]:
+    pool = ReferencePool(settings, environment=collect_environment("cpu"))
+    return pool.state(suite.content_hash, pool_shape(suite))
+
+
 def small_settings(directory: Path, **changes: Any) -> PoolSettings:
     return replace(
         PoolSettings(
@@ -163,7 +168,7 @@ def test_a_shape_over_the_entry_limit_is_not_pooled(tmp_path):
     environment = collect_environment("cpu")
     settings = small_settings(tmp_path / "pool", entry_max_bytes=64)
     report = fill(settings, suite, environment)
-    assert report["written"] == 0 and "entry limit" in report["refused"]["smoke-0"]
+    assert report["written"] == 0 and "entry limit" in report["refused"]["rms_norm/smoke-0"]
     pool = ReferencePool(settings, environment=environment)
     assert pool.draw(suite.content_hash, pool_shape(suite)) is None
     assert pool.needs_fill(suite.content_hash, [pool_shape(suite)]) == []
@@ -174,7 +179,8 @@ def test_a_reference_quicker_than_a_fetch_is_not_pooled(tmp_path):
     environment = collect_environment("cpu")
     settings = small_settings(tmp_path / "pool", min_saving_s=10.0)
     report = fill(settings, suite, environment)
-    assert report["written"] == 0 and "expected to take" in report["refused"]["smoke-0"]
+    assert report["written"] == 0 and "expected to take" in report["refused"]["rms_norm/smoke-0"]
+    assert 0 < pool_state(settings, suite)["reference_s"] < 10.0
     pool = ReferencePool(settings, environment=environment)
     folder = pool.folder(suite.content_hash, pool_shape(suite))
     assert not list(folder.glob("*.bin"))  # what the measurement computed is not kept
