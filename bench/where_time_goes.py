@@ -176,6 +176,8 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], float]:
             command += ["--visibility", args.visibility]
         if args.start_ahead is not None:
             command.append("--start-ahead" if args.start_ahead else "--no-start-ahead")
+        if args.reference_pool:
+            command += ["--reference-pool", str(args.reference_pool), *args.pool_option]
         started = time.monotonic()
         done = subprocess.run(command, cwd=ROOT, check=False)  # noqa: S603 - fixed argv
         wall_s = time.monotonic() - started
@@ -198,6 +200,14 @@ def main() -> int:
     )
     parser.add_argument("--start-ahead", default=None, action=argparse.BooleanOptionalAction)
     parser.add_argument("--results-out", type=Path, default=None, help="keep results.json here")
+    parser.add_argument(
+        "--reference-pool", type=Path, default=None, metavar="DIR",
+        help="evaluate with this worker's reference pool (evaluator/reference_pool.py)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--pool-option", action="append", default=[], metavar="ARG",
+        help="passed on to the evaluator with the pool, e.g. --pool-option=--pool-entries=8",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, default=None, help="write the breakdown here")
     args = parser.parse_args()
     if args.results is not None:

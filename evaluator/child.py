@@ -94,6 +94,7 @@ def warm_up(device: str, steps: list[tuple[str, float]]) -> None:
     import evaluator.integrity
     import evaluator.operators
     import evaluator.operators._variants
+    import evaluator.reference_pool
     import evaluator.static_scan
     import evaluator.timing
     import evaluator.variants
@@ -134,6 +135,7 @@ def run_job(
     result_fd: int,
     steps: list[tuple[str, float]] | None = None,
     go_fd: int | None = None,
+    reference_fd: int | None = None,
 ) -> int:
     """Evaluate every shape of the job, streaming one record per shape; 0 when finished.
 
@@ -144,11 +146,19 @@ def run_job(
     With ``validation_variants`` in the job, the operator's hidden variants are checked
     first (one ``variant`` record each, see ``evaluator.variants``); if one fails, every
     shape is reported ``incorrect`` with its error, unmeasured.
+
+    With ``reference_pool`` in the job, shapes that carry a trial plan take their pooled
+    reference outputs from the runner on ``reference_fd`` (``evaluator.reference_pool``).
     """
     key_hex = job.pop("auth_key", None)
     channel = _Channel(result_fd, bytes.fromhex(key_hex) if key_hex else None)
     del key_hex
     send = channel.send
+    pool = None
+    if job.get("reference_pool") and reference_fd is not None:
+        from evaluator.reference_pool import PoolClient
+
+        pool = PoolClient(reference_fd, send)  # bound before the candidate exists
     send({"event": "hello", "pid": os.getpid()})
     if job.get("sanitize"):
         return run_sanitize_job(job, send, go_fd)
@@ -237,7 +247,7 @@ def run_job(
             }
             send({"event": "shape", "result": record})
             continue
-        record = evaluate(job=job, shape=shape, model_class=module.Model, guard=guard)
+        record = evaluate(job=job, shape=shape, model_class=module.Model, guard=guard, pool=pool)
         record["warnings"] = [*scan_warnings, *record.get("warnings", [])]
         if not record.get("tampering"):
             try:
@@ -342,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job-fd", type=int, required=True)
     parser.add_argument("--result-fd", type=int, required=True)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--reference-fd", type=int, default=None)
     args = parser.parse_args(argv)
     _not_dumpable()
     steps = [("start", time.perf_counter())]
@@ -364,7 +375,13 @@ def main(argv: list[str] | None = None) -> int:
     result_fd = os.dup(args.result_fd)
     os.close(args.result_fd)
     os.set_inheritable(result_fd, False)
-    return run_job(job, result_fd, steps, go_fd=go_fd)
+    reference_fd = None
+    if args.reference_fd is not None:
+        # The pooled reference outputs arrive here, each only after the call it checks.
+        reference_fd = os.dup(args.reference_fd)
+        os.close(args.reference_fd)
+        os.set_inheritable(reference_fd, False)
+    return run_job(job, result_fd, steps, go_fd=go_fd, reference_fd=reference_fd)
 
 
 if __name__ == "__main__":

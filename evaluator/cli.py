@@ -2,7 +2,9 @@
 and ``python -m evaluator validate-suite SUITE_JSON [--device meta|cpu] [--out report.json]``
 and ``python -m evaluator ceilings [--device cuda|cpu] [--out ceilings.json]``
 and ``python -m evaluator work`` (shapes' W/Q: JSON on stdin, JSON on stdout; see
-``evaluator.work``). The site starts each of them through ``evaluator.launch``.
+``evaluator.work``) and ``python -m evaluator pool fill --pool DIR --suite S --device D``
+(the worker's reference pool, see ``evaluator.reference_pool``). The site starts each of
+them through ``evaluator.launch``.
 
 Exit codes: 0 when results were written (whatever the candidate did), 2 for a bundle or
 request the user must fix (message on stderr; results.json still written with
@@ -111,6 +113,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="a file or folder the candidate must not see (repeatable; e.g. the site's media "
         "folder, database folder, settings)",
     )
+    _pool_options(run)
+    pool = commands.add_parser(
+        "pool",
+        help="the worker's reference-output pool (fill it ahead, e.g. when a suite is published)",
+    )
+    pool_commands = pool.add_subparsers(dest="pool_command", required=True)
+    fill = pool_commands.add_parser(
+        "fill",
+        help="compute reference outputs for secret seeds of every shape of a suite",
+        description=(
+            "Fill the pool folder up to --pool-entries live entries per shape of the suite "
+            "(this worker's versions; shapes whose outputs are over the limits are marked not "
+            "pooled). Prints a JSON report on stdout. Run as the harness's user."
+        ),
+    )
+    fill.add_argument("--pool", dest="reference_pool", default=None, metavar="DIR")
+    fill.add_argument("--suite", default="atrex-bench-v1")
+    fill.add_argument("--device", default="cuda", choices=("cpu", "cuda"))
+    fill.add_argument("--operators", default=None, help="comma-separated (default: all)")
+    fill.add_argument(
+        "--shapes", default="all", choices=("smoke", "full", "all"), help="default: all"
+    )
+    fill.add_argument("--plan", default=None, help=argparse.SUPPRESS)  # the runner's request
+    _pool_sizes(fill)
     validate = commands.add_parser(
         "validate-suite",
         help="check a (draft) suite file against the built-in operators",
@@ -149,6 +175,130 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     return parser
+
+
+def _pool_sizes(parser: argparse.ArgumentParser) -> None:
+    from evaluator import reference_pool as defaults
+
+    parser.add_argument(
+        "--pool-entries", type=int, default=defaults.ENTRIES_PER_SHAPE,
+        help=f"live entries per shape (default {defaults.ENTRIES_PER_SHAPE})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--pool-uses", type=int, default=defaults.USES_PER_ENTRY,
+        help=f"uses of an entry before it is retired (default {defaults.USES_PER_ENTRY})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--pool-low-water", type=int, default=defaults.LOW_WATER,
+        help=f"top a shape up when fewer entries are live (default {defaults.LOW_WATER})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--pool-fresh-trials",
+        type=int,
+        default=defaults.FRESH_TRIALS,
+        help="correctness trials per shape that still draw a one-off seed and compute the "
+        f"reference (default {defaults.FRESH_TRIALS})",
+    )
+    parser.add_argument(
+        "--pool-max-bytes", type=int, default=defaults.MAX_BYTES,
+        help=f"the pool's size limit on disk (default {defaults.MAX_BYTES})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--pool-entry-max-bytes",
+        type=int,
+        default=defaults.ENTRY_MAX_BYTES,
+        help="a shape whose reference output is larger is not pooled (default "
+        f"{defaults.ENTRY_MAX_BYTES})",
+    )
+
+
+def _pool_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--reference-pool",
+        default=None,
+        metavar="DIR",
+        help="draw the correctness trials' seeds and reference outputs from this worker's "
+        "pool in DIR (0700, hidden from the candidate; filled at a shape's first use); "
+        "default: off, every trial computes the reference",
+    )
+    run.add_argument(
+        "--no-reference-pool", dest="reference_pool", action="store_const", const=None,
+        help="do not use a reference pool (the default)",
+    )  # fmt: skip
+    run.add_argument(
+        "--pool-fill", default=True, action=argparse.BooleanOptionalAction,
+        help="fill a shape's pool at its first use (default); --no-pool-fill runs it unpooled",
+    )  # fmt: skip
+    _pool_sizes(run)
+
+
+def pool_settings(args: argparse.Namespace) -> Any:
+    """The PoolSettings the options give, or None when the pool is off."""
+    if not getattr(args, "reference_pool", None):
+        return None
+    from evaluator.reference_pool import PoolSettings
+
+    return PoolSettings(
+        directory=args.reference_pool,
+        entries=args.pool_entries,
+        uses=args.pool_uses,
+        low_water=min(args.pool_low_water, args.pool_entries),
+        fresh_trials=args.pool_fresh_trials,
+        max_bytes=args.pool_max_bytes,
+        entry_max_bytes=args.pool_entry_max_bytes,
+        fill=getattr(args, "pool_fill", True),
+    )
+
+
+def command_pool_fill(args: argparse.Namespace) -> int:
+    """Fill the reference pool (from a suite, or the runner's plan); print a JSON report."""
+    import json
+
+    from evaluator.environment import collect_environment
+    from evaluator.reference_pool import PoolShape, fill_plan, plan_file
+
+    if args.plan:
+        plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
+    else:
+        try:
+            settings = pool_settings(args)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USER
+        if settings is None:
+            print("error: pool fill needs --pool DIR", file=sys.stderr)
+            return EXIT_USER
+        from evaluator.upstream import load_suite_with_sources
+
+        suite, sources = load_suite_with_sources(args.suite)
+        operators = (
+            [s.strip() for s in args.operators.split(",") if s.strip()]
+            if args.operators
+            else suite.operator_slugs()
+        )
+        shapes = [
+            PoolShape(
+                operator=shape.operator,
+                shape_id=shape.shape_id,
+                init_kwargs=dict(shape.init_kwargs or {}),
+                input_kwargs=dict(shape.input_kwargs or {}),
+                q_write=int(shape.q_write or 0),
+            )
+            for shape in suite.shapes
+            if shape.operator in operators
+            and shape.operator not in sources
+            and (args.shapes == "all" or (args.shapes == "smoke") == bool(shape.smoke))
+        ]
+        plan = plan_file(suite.content_hash, shapes, settings, args.device)
+    report = fill_plan(plan, environment=collect_environment(str(plan["device"])))
+    print(json.dumps(report, sort_keys=True))
+    print(
+        f"reference pool: {report['written']} entries written ({report['bytes']} bytes) over "
+        f"{report['shapes']} shapes in {report['seconds']} s; {len(report['refused'])} "
+        "shapes not pooled",
+        file=sys.stderr,
+    )
+    return EXIT_OK
 
 
 def command_ceilings(args: argparse.Namespace) -> int:
@@ -341,6 +491,11 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"error: --sanitizer-tools: {exc}", file=sys.stderr)
         return EXIT_USER
     try:
+        pool = pool_settings(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER
+    try:
         suite, sources = _suite_for(args)
         policy = SandboxPolicy.from_environment(mode=args.sandbox, hidden_paths=args.hide)
         results = run_bundle(
@@ -362,6 +517,7 @@ def command_run(args: argparse.Namespace) -> int:
             validation_variants=args.visibility != "public",
             start_ahead=args.start_ahead,
             sanitizer_tools=tools,
+            reference_pool=pool,
         )
     except AtrexError as exc:
         write_results(out, _error_document(args, exc.to_dict()))
@@ -391,6 +547,8 @@ def main(argv: list[str] | None = None) -> int:
         return command_validate_suite(args)
     if args.command == "ceilings":
         return command_ceilings(args)
+    if args.command == "pool":
+        return command_pool_fill(args)
     if args.command == "work":
         from evaluator.work import command_work
 

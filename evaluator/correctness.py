@@ -618,6 +618,9 @@ def check_shape(
     call_wrapper: Callable[[Callable[[], Any]], Any] | None = None,
     after_call: Callable[[], None] | None = None,
     phases: dict[str, float] | None = None,
+    pool_plan: Sequence[Mapping[str, Any] | None] | None = None,
+    fetch_reference: Callable[[str, str], tuple[Any, str | None]] | None = None,
+    pool_record: dict[str, Any] | None = None,
 ) -> ShapeCorrectness:
     """Run ``trials`` correctness trials of one shape (fresh inputs each); stop at a failure.
 
@@ -626,6 +629,13 @@ def check_shape(
     then run the reference. ``call_wrapper(fn)`` runs each candidate call (the fallback
     monitor uses it to watch the very calls whose outputs are checked). Raises
     CandidateError when the candidate raises.
+
+    ``pool_plan`` (``evaluator.reference_pool``): per trial a pool entry (``entry``,
+    ``seed``) or None. A pooled trial's inputs come from the entry's seed, and its
+    reference output from ``fetch_reference(shape_id, entry)``, asked only after the
+    candidate's call (``(output, None)``, or ``(None, why)``: then the reference runs as
+    for any trial). ``pool_record`` counts ``pooled`` trials and lists ``recomputed``
+    reasons.
     """
     wrap = call_wrapper or (lambda fn: fn())
     policy = policy or spec.policy
@@ -634,7 +644,14 @@ def check_shape(
     poison_bytes = 0
     phase = PhaseClock(device, phases)
     for trial in range(count):
-        seed = derive_seed(run_seed, "correctness", spec.slug, shape_id, trial)
+        slot = pool_plan[trial] if pool_plan and trial < len(pool_plan) else None
+        if slot is not None and fetch_reference is None:
+            slot = None
+        seed = (
+            int(slot["seed"])
+            if slot is not None
+            else derive_seed(run_seed, "correctness", spec.slug, shape_id, trial)
+        )
         with torch.inference_mode():
             with phase("inputs"):
                 candidate_inputs = spec.make_inputs(device=device, seed=seed, **dict(input_kwargs))
@@ -656,7 +673,16 @@ def check_shape(
                 inputs = spec.make_inputs(device=device, seed=seed, **dict(input_kwargs))
             # The reference runs only now: the answer did not exist while the candidate ran.
             with phase("reference"):
-                reference_output = reference(**clone_inputs(inputs))
+                reference_output = None
+                if slot is not None and fetch_reference is not None:
+                    reference_output, problem = fetch_reference(shape_id, str(slot["entry"]))
+                    if pool_record is not None:
+                        if problem is None:
+                            pool_record["pooled"] = pool_record.get("pooled", 0) + 1
+                        else:
+                            pool_record.setdefault("recomputed", []).append(problem)
+                if reference_output is None:
+                    reference_output = reference(**clone_inputs(inputs))
             poison_bytes = output_nbytes(reference_output)
             with phase("compare"):
                 total = total.merge(

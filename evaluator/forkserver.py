@@ -52,7 +52,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 PER_CHILD_ENVIRONMENT = (
@@ -67,6 +67,7 @@ environment is the same for every child of one run, and the server is started wi
 MAX_SERVERS = 4
 PR_SET_PDEATHSIG = 1
 MESSAGE_BYTES = 64 * 1024
+MAX_FDS = 8
 START_TIMEOUT_S = 120.0
 
 
@@ -109,7 +110,7 @@ def _server_imports() -> None:
 def _in_child(request: dict[str, Any], fds: list[int], server: socket.socket) -> int:
     """The forked process: become the child ``Sandbox.launch`` would have started, then
     run it. Returns its exit code (never returns to the server's loop)."""
-    log_fd, job_fd, result_fd, report_fd = fds
+    log_fd, report_fd, *passed = fds
     plan = request["plan"]
     server.close()
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
@@ -125,7 +126,7 @@ def _in_child(request: dict[str, Any], fds: list[int], server: socket.socket) ->
         plan.preexec()
     except BaseException:  # noqa: BLE001 - as a failed preexec_fn: the launch fails
         return 126
-    keep = {0, 1, 2, job_fd, result_fd}
+    keep = {0, 1, 2, *passed}
     for fd in _open_fds():
         if fd not in keep:
             try:
@@ -136,11 +137,11 @@ def _in_child(request: dict[str, Any], fds: list[int], server: socket.socket) ->
     os.environ.update(request["env"])
     from evaluator import child
 
-    sys.argv = [child.__file__, "--job-fd", str(job_fd), "--result-fd", str(result_fd)]
-
-    return child.main(
-        ["--job-fd", str(job_fd), "--result-fd", str(result_fd), "--device", request["device"]]
-    )
+    arguments = [part for option, fd in zip(request["options"], passed, strict=True)
+                 for part in (option, str(fd))]  # fmt: skip
+    arguments += ["--device", request["device"]]
+    sys.argv = [child.__file__, *arguments]
+    return child.main(arguments)
 
 
 def _open_fds() -> list[int]:
@@ -158,7 +159,7 @@ def serve(sock: socket.socket) -> int:
         for key, _ in selector.select():
             if key.data is None:
                 try:
-                    message, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, 4)
+                    message, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, MAX_FDS)
                 except OSError:
                     return 0
                 if not message:
@@ -309,19 +310,23 @@ class ForkServer:
         plan: Any,
         env: Mapping[str, str],
         device: str,
-        fds: Sequence[int],
+        log_fd: int,
+        report_fd: int,
+        passed: Mapping[str, int],
     ) -> ForkedChild:
-        """A child for ``plan`` with ``fds`` (log, job pipe, result pipe, report pipe)."""
+        """A child for ``plan``: ``log_fd`` its stdout and stderr, ``report_fd`` the sandbox's
+        report pipe, ``passed`` the child's options and the descriptors they name."""
         with self.lock:
             if self.dead:
                 raise ForkServerError("the fork server is gone")
             self.next_id += 1
             request_id = self.next_id
             payload = pickle.dumps(
-                {"id": request_id, "plan": plan, "env": dict(env), "device": device}
-            )
+                {"id": request_id, "plan": plan, "env": dict(env), "device": device,
+                 "options": list(passed)}
+            )  # fmt: skip
             try:
-                socket.send_fds(self.sock, [payload], list(fds))
+                socket.send_fds(self.sock, [payload], [log_fd, report_fd, *passed.values()])
             except OSError as exc:
                 self.dead = True
                 raise ForkServerError(f"the fork server is gone ({exc})") from None

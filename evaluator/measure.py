@@ -96,6 +96,7 @@ def evaluate_shape(
     shape: Mapping[str, Any],
     model_class: Any,
     guard: Any = None,
+    pool: Any = None,
 ) -> dict[str, Any]:
     """Correctness, fallback attribution and timing of one shape; a JSON-ready record.
 
@@ -104,6 +105,11 @@ def evaluate_shape(
     (``evaluator.integrity.IntegrityGuard``) every candidate call is followed by its
     checks: tampering makes the record a ``runtime_error`` flagged ``tampering`` (the
     whole operator fails), a thread left running makes it ``incorrect``.
+
+    With a ``pool`` (``evaluator.reference_pool.PoolClient``) and a trial plan in the
+    shape (``shape["pool"]``), pooled correctness trials take their seed and reference
+    output from the worker's pool; the record's ``reference_pool`` says how many did and
+    why any was recomputed. The timed calls' inputs stay fresh OS randomness.
     """
     import torch  # heavy imports stay out of the runner process, which imports this module
 
@@ -150,6 +156,15 @@ def evaluate_shape(
         # all of them passed.
         monitor = monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=spec.policy.trials)
         phases["setup"] = round(_clock() - started, 4)  # reference and Model built
+        pool_plan = shape.get("pool") if pool is not None else None
+        pool_record: dict[str, Any] | None = None
+        if pool_plan:
+            planned = sum(1 for slot in pool_plan if slot is not None)
+            pool_record = record["reference_pool"] = {
+                "planned": planned,
+                "pooled": 0,
+                "recomputed": [],
+            }
         correctness = check_shape(
             spec=spec,
             reference=reference,
@@ -161,6 +176,11 @@ def evaluate_shape(
             call_wrapper=monitor.call if monitor else None,
             after_call=bound_checker(guard, f"after a call of shape {shape_id}"),
             phases=phases,
+            pool_plan=pool_plan,
+            fetch_reference=(
+                (lambda shape_id, entry: pool.fetch(shape_id, entry, device)) if pool_plan else None
+            ),
+            pool_record=pool_record,
         )
         record.update(
             max_abs_error=correctness.max_abs_error,

@@ -45,6 +45,7 @@ SHAPE_FIELDS = (
     "q_read_bytes",
     "q_write_bytes",
     "wall_s",
+    "reference_pool",
 )
 
 
@@ -184,6 +185,20 @@ def shape_entry(
         "q_read_bytes": shape.q_read,
         "q_write_bytes": shape.q_write,
         "wall_s": _wall(measured.get("wall_s")),
+        "reference_pool": _pool_use(measured.get("reference_pool")),
+    }
+
+
+def _pool_use(record: Any) -> dict[str, Any] | None:
+    """How the shape's correctness trials used the reference pool (``evaluator.
+    reference_pool``): trials ``planned`` from it, ``pooled`` (the stored output compared),
+    ``recomputed`` (why an entry was not used); None when the pool was off for the shape."""
+    if not isinstance(record, Mapping):
+        return None
+    return {
+        "planned": int(record.get("planned") or 0),
+        "pooled": int(record.get("pooled") or 0),
+        "recomputed": [str(reason) for reason in record.get("recomputed") or []],
     }
 
 

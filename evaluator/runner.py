@@ -36,6 +36,13 @@ from evaluator.environment import collect_environment, gpu_clocks
 from evaluator.errors import BundleError
 from evaluator.frames import WARM_UP_FAILED, FrameReader, write_frame
 from evaluator.hardware import HardwareProfile, get_profile
+from evaluator.reference_pool import (
+    PoolSettings,
+    PoolShape,
+    ReferencePool,
+    ReferenceServer,
+    plan_file,
+)
 from evaluator.results import operator_entry, results_document, shape_entry, write_results
 from evaluator.sandbox import (
     ChildSandbox,
@@ -46,6 +53,7 @@ from evaluator.sandbox import (
     foreign_processes,
     kill_tree,
     tree_rss_bytes,
+    with_hidden,
 )
 from evaluator.scoring import operator_score, summarize
 from evaluator.suite import ShapeSpec, Suite, load_suite
@@ -205,11 +213,15 @@ class StartedChild:
     job_write: int
     result_read: int
     launched: float
+    reference_write: int | None = None
+    """Where pooled reference outputs go to the child (``evaluator.reference_pool``)."""
 
     def stop(self) -> None:
         """Kill it and everything it started; close its pipes (it never got its job)."""
         _kill(self.process, self.plan.uid)
-        for fd in (self.job_write, self.result_read):
+        for fd in (self.job_write, self.result_read, self.reference_write):
+            if fd is None:
+                continue
             try:
                 os.close(fd)
             except OSError:
@@ -241,6 +253,7 @@ def start_child(
     and stderr instead of ``log_path``."""
     job_read, job_write = os.pipe()
     result_read, result_write = os.pipe()
+    reference_read, reference_write = os.pipe()
     command = [
         *(wrapper or []),
         sys.executable,
@@ -253,6 +266,8 @@ def start_child(
         str(result_write),
         "--device",
         device,
+        "--reference-fd",
+        str(reference_read),
     ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     launched = time.monotonic()
@@ -281,7 +296,12 @@ def start_child(
                         process, _ = sandbox.launch_forked(
                             functools.partial(server.fork, device=device),
                             plan,
-                            fds=(log.fileno(), job_read, result_write),
+                            log_fd=log.fileno(),
+                            passed={
+                                "--job-fd": job_read,
+                                "--result-fd": result_write,
+                                "--reference-fd": reference_read,
+                            },
                             env=environment,
                         )
                         break
@@ -292,7 +312,7 @@ def start_child(
                 process, _ = sandbox.launch(
                     command,
                     plan,
-                    pass_fds=(job_read, result_write, *extra_fds),
+                    pass_fds=(job_read, result_write, reference_read, *extra_fds),
                     stdin=subprocess.DEVNULL,
                     stdout=log if output_fd is None else output_fd,
                     stderr=subprocess.STDOUT,
@@ -301,11 +321,13 @@ def start_child(
     except BaseException:
         os.close(job_write)
         os.close(result_read)
+        os.close(reference_write)
         raise
     finally:
         os.close(job_read)
         os.close(result_write)
-    return StartedChild(operator, process, plan, job_write, result_read, launched)
+        os.close(reference_read)
+    return StartedChild(operator, process, plan, job_write, result_read, launched, reference_write)
 
 
 def run_started_child(
@@ -319,9 +341,12 @@ def run_started_child(
     on_event: Callable[[dict[str, Any]], None] | None = None,
     tap: memory_sanitizer.LogTap | None = None,
     keep_job_pipe: bool = False,
+    references: ReferenceServer | None = None,
 ) -> ChildOutcome:
     """Hand the started child its job and follow it to completion (or one of its limits);
-    ``on_sent`` is called once the job is sent (to start the next child ahead).
+    ``on_sent`` is called once the job is sent (to start the next child ahead);
+    ``references`` answers the child's requests for pooled reference outputs (none are
+    given without one).
 
     The job carries a fresh key; every record the child sends back must be signed with
     it (see ``evaluator.child``), and any other bytes on the pipe fail the operator.
@@ -352,11 +377,14 @@ def run_started_child(
             process, child.result_read, outcome, shape_timeout_s, on_record,
             key=key, sandbox=child.plan, launched=sent, watch_processes=watch_processes,
             on_event=on_event, tap=tap,
+            references=references or ReferenceServer({}), reference_fd=child.reference_write,
         )  # fmt: skip
     finally:
         os.close(child.result_read)
         if keep_job_pipe:
             os.close(child.job_write)
+        if child.reference_write is not None:
+            os.close(child.reference_write)
         # The child is done (or stopped): nothing it started may outlive it.
         _kill(process, uid)
         outcome.mark("gone", time.monotonic() - sent)
@@ -516,6 +544,8 @@ def _follow(
     watch_processes: bool = True,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     tap: memory_sanitizer.LogTap | None = None,
+    references: ReferenceServer | None = None,
+    reference_fd: int | None = None,
 ) -> None:
     reader = FrameReader(key=key)
     uid = sandbox.uid if sandbox is not None else None
@@ -603,6 +633,8 @@ def _follow(
                 outcome.records[str(record.get("shape_id"))] = record
                 on_record(record)
                 current = None
+            elif event == "reference_request" and reference_fd is not None:
+                (references or ReferenceServer({})).serve(reference_fd, message)
             elif event == "tampering":
                 outcome.tampering(str(message.get("error")))
                 finished = True
@@ -657,7 +689,9 @@ def _job(
     threshold_own_share: float,
     operator_source: Mapping[str, Any] | None = None,
     validation_variants: bool = True,
+    pool_plans: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    plans = pool_plans or {}
     job: dict[str, Any] = {
         "operator": operator,
         "bundle_dir": str(bundle_dir),
@@ -675,10 +709,13 @@ def _job(
                 "input_kwargs": s.input_kwargs,
                 "q_read": s.q_read,
                 "q_write": s.q_write,
+                **({"pool": plans[s.shape_id]} if s.shape_id in plans else {}),
             }
             for s in shapes
         ],
     }
+    if plans:
+        job["reference_pool"] = True
     if operator_source is not None:
         # An operator the evaluator does not implement: the child loads it from these.
         job["operator_source"] = dict(operator_source)
@@ -723,9 +760,15 @@ def _evaluate_operator(
     state: RunState,
     operator_source: Mapping[str, Any] | None = None,
     validation_variants: bool = True,
+    pool: ReferencePool | None = None,
+    suite_hash: str = "",
 ) -> dict[str, Any]:
     """Evaluate one operator in its child (``next_operator``'s child, if any, is started
-    as soon as this one has its job) and return its entry of results.json."""
+    as soon as this one has its job) and return its entry of results.json.
+
+    With a ``pool``, each shape with enough live entries gets a trial plan drawn from it
+    (``ReferencePool.draw``) and the child's requests for their outputs are served; the
+    entries retired by this job are removed once the child is gone."""
     threshold = suite.threshold_own_share
     by_id = {shape.shape_id: shape for shape in shapes}
     entries: dict[str, dict[str, Any]] = {}
@@ -760,6 +803,13 @@ def _evaluate_operator(
                     warnings.append(warning)
             finish(shape, status=str(record.get("status")), measurement=record)
 
+        drawn: dict[str, tuple[PoolShape, list[Any]]] = {}
+        if pool is not None and operator_source is None:
+            for shape in shapes:
+                pool_shape = _pool_shape(operator, shape)
+                plan = pool.draw(suite_hash, pool_shape)
+                if plan:
+                    drawn[shape.shape_id] = (pool_shape, plan)
         job = _job(
             operator=operator,
             manifest=manifest,
@@ -771,14 +821,20 @@ def _evaluate_operator(
             threshold_own_share=threshold,
             operator_source=operator_source,
             validation_variants=validation_variants,
+            pool_plans={shape_id: plan for shape_id, (_, plan) in drawn.items()},
         )
-        outcome = run_started_child(
-            starter.take(operator),
-            job=job,
-            shape_timeout_s=shape_timeout_s,
-            on_record=on_record,
-            on_sent=lambda: starter.start_ahead(next_operator),
-        )
+        try:
+            outcome = run_started_child(
+                starter.take(operator),
+                job=job,
+                shape_timeout_s=shape_timeout_s,
+                on_record=on_record,
+                on_sent=lambda: starter.start_ahead(next_operator),
+                references=pool.server(suite_hash, drawn) if pool is not None and drawn else None,
+            )
+        finally:
+            if pool is not None and drawn:
+                pool.release(suite_hash, [pool_shape for pool_shape, _ in drawn.values()])
         child_wall_s = outcome.marks.get("gone")
         child_phases = outcome.phases()
         ahead_s = outcome.ahead_s
@@ -1023,6 +1079,64 @@ def _run_sanitized_child(
             run.seconds[operator] = round(time.monotonic() - started_at[operator], 3)
     run.data = bytes(tap.data)
     return run
+
+
+def _pool_shape(operator: str, shape: ShapeSpec) -> PoolShape:
+    return PoolShape(
+        operator=operator,
+        shape_id=shape.shape_id,
+        init_kwargs=dict(shape.init_kwargs or {}),
+        input_kwargs=dict(shape.input_kwargs or {}),
+        q_write=int(shape.q_write or 0),
+    )
+
+
+def _prepare_pool(
+    pool: ReferencePool,
+    *,
+    suite_hash: str,
+    shapes: Mapping[str, list[ShapeSpec]],
+    device: str,
+    scratch: Path,
+) -> dict[str, Any]:
+    """Fill the run's shapes that are under the pool's low-water mark (first use, or
+    entries retired), in a harness process of their own (``python -m evaluator pool fill
+    --plan``: no candidate code, not sandboxed, the only writer of the pool); what it did,
+    for the environment digest. A fill that fails leaves those shapes unpooled."""
+    settings = pool.settings
+    summary: dict[str, Any] = {**settings.to_dict(), "key": pool.root.name, "fill_s": 0.0}
+    wanted = pool.needs_fill(
+        suite_hash, [_pool_shape(op, shape) for op, listed in shapes.items() for shape in listed]
+    )
+    summary["shapes_to_fill"] = len(wanted)
+    if not wanted or not settings.fill:
+        return summary
+    plan_path = scratch / "pool-plan.json"
+    plan_path.write_text(
+        json.dumps(plan_file(suite_hash, wanted, settings, device)), encoding="utf-8"
+    )
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    started = time.monotonic()
+    completed = subprocess.run(  # noqa: S603 - fixed argv, the harness's own command
+        [sys.executable, "-m", "evaluator", "pool", "fill", "--plan", str(plan_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    summary["fill_s"] = round(time.monotonic() - started, 3)
+    if completed.returncode != 0:
+        summary["fill_error"] = (completed.stderr or completed.stdout)[-2000:]
+        return summary
+    try:
+        report = json.loads(completed.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        report = {}
+    summary["entries_written"] = report.get("written")
+    summary["shapes_refused"] = len(report.get("refused") or {})
+    return summary
 
 
 def _sanitize_operators(
@@ -1274,6 +1388,7 @@ def run_bundle(
     validation_variants: bool = True,
     start_ahead: bool | None = None,
     sanitizer_tools: tuple[str, ...] | None = None,
+    reference_pool: PoolSettings | None = None,
 ) -> dict[str, Any]:
     """Evaluate a bundle on this machine and return the results document (atrex-results/1).
 
@@ -1310,6 +1425,12 @@ def run_bundle(
     the suite file's ``operator_sources`` when ``suite`` is a path; see
     ``evaluator.upstream``).
 
+    ``reference_pool`` (default off) draws the correctness trials' seeds and reference
+    outputs from this worker's pool (``evaluator.reference_pool``), filling shapes at their
+    first use; the pool's folder is hidden from every child. Each shape entry's
+    ``reference_pool`` says how its trials used it; the environment digest's, what was
+    filled.
+
     Every child runs in the OS sandbox that ``sandbox_policy`` describes (default: from
     the environment, see ``SandboxPolicy.from_environment``); what is active is in the
     environment digest's ``sandbox`` section. Raises SandboxError (a platform error)
@@ -1331,6 +1452,11 @@ def run_bundle(
     manifest: BundleManifest | None = None
     entries: list[dict[str, Any]] = []
     policy = sandbox_policy or SandboxPolicy.from_environment()
+    pool: ReferencePool | None = None
+    if reference_pool is not None:
+        pool = ReferencePool(reference_pool, environment=environment).open()
+        # Never visible to a child, whatever its user could read.
+        policy = with_hidden(policy, [os.path.realpath(reference_pool.directory)])
 
     def document(*, partial: bool) -> dict[str, Any]:
         """The results document of the operators in ``entries`` (all of them, or those
@@ -1400,6 +1526,14 @@ def run_bundle(
                 log_dir=logs, ahead=device_kind == "cuda" if start_ahead is None else start_ahead,
             )  # fmt: skip
             environment["start_ahead"] = starter.ahead
+            if pool is not None:
+                environment["reference_pool"] = _prepare_pool(
+                    pool,
+                    suite_hash=full_suite.content_hash,
+                    shapes={op: shapes[op] for op in with_child if op not in sources},
+                    device=device,
+                    scratch=scratch_dir,
+                )
             with starter:
                 for operator in selected:
                     if checkpoint_path is not None and entries:
@@ -1428,6 +1562,8 @@ def run_bundle(
                                 else None
                             ),
                             validation_variants=validation_variants,
+                            pool=pool,
+                            suite_hash=full_suite.content_hash,
                         )
                     )
             tools = (

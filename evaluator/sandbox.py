@@ -40,7 +40,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -797,18 +797,20 @@ class Sandbox:
         fork: Callable[..., Any],
         child: ChildSandbox,
         *,
-        fds: Sequence[int],
+        log_fd: int,
+        passed: Mapping[str, int],
         env: Mapping[str, str] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """As :meth:`launch`, for a child that ``fork`` (``evaluator.forkserver``'s
         ``ForkServer.fork``) forks from a warm harness process: it applies the same
-        ``preexec`` there, which reports on the same kind of pipe. ``fds``: the child's log,
-        job and result descriptors. Returns a process with ``subprocess.Popen``'s ``pid``,
-        ``poll``, ``wait`` and ``kill``."""
+        ``preexec`` there, which reports on the same kind of pipe. ``log_fd`` becomes the
+        child's stdout and stderr; ``passed`` maps the child's options to the descriptors
+        they name (``{"--job-fd": fd, ...}``). Returns a process with
+        ``subprocess.Popen``'s ``pid``, ``poll``, ``wait`` and ``kill``."""
         read_end, write_end = os.pipe()
         env = dict(env) if env is not None else self.environment(child, self.device)
         try:
-            process = fork(plan=child, env=env, fds=[*fds, write_end])
+            process = fork(plan=child, env=env, log_fd=log_fd, report_fd=write_end, passed=passed)
         except BaseException:
             os.close(read_end)
             raise
