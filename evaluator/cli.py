@@ -2,7 +2,9 @@
 and ``python -m evaluator validate-suite SUITE_JSON [--device meta|cpu] [--out report.json]``
 and ``python -m evaluator ceilings [--device cuda|cpu] [--out ceilings.json]``
 and ``python -m evaluator work`` (shapes' W/Q: JSON on stdin, JSON on stdout; see
-``evaluator.work``). The site starts each of them through ``evaluator.launch``.
+``evaluator.work``) and ``python -m evaluator serve [run's options]`` (an agent campaign's
+rounds, one bundle after another; see ``evaluator.serve``). The site starts each of them
+through ``evaluator.launch``.
 
 Exit codes: 0 when results were written (whatever the candidate did), 2 for a bundle or
 request the user must fix (message on stderr; results.json still written with
@@ -32,6 +34,28 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="evaluate a bundle and write results.json")
     run.add_argument("bundle", help=".zip, .tar.gz/.tgz, a single .py, or a directory")
+    _run_options(run)
+    serve = commands.add_parser(
+        "serve",
+        help="an agent campaign's evaluator: one round after another (requests on stdin)",
+        description=(
+            "Evaluate one bundle after another, each as 'run' would with these options, "
+            'from JSON requests on stdin, one a line ({"bundle", "operators", "out", '
+            '"progress", "log_dir"}), answering {"exit": CODE} a line on stdout; the '
+            "next round's sandboxed child is started ahead (see evaluator/serve.py). "
+            "Exits when stdin closes."
+        ),
+    )
+    _run_options(serve)
+    serve.add_argument(
+        "--parent-pid", type=int, default=None, help="exit at once if this is not the parent"
+    )
+    _other_commands(commands)
+    return parser
+
+
+def _run_options(run: argparse.ArgumentParser) -> None:
+    """The options of ``run`` (and of ``serve``, which applies them to every round)."""
     run.add_argument(
         "--suite",
         default="atrex-bench-v0.1",
@@ -111,6 +135,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="a file or folder the candidate must not see (repeatable; e.g. the site's media "
         "folder, database folder, settings)",
     )
+    run.add_argument(
+        "--shape-timeout-s",
+        type=float,
+        default=None,
+        help="longest silence allowed from a child: importing the candidate, or one shape "
+        "(default 300)",
+    )
+
+
+def _other_commands(commands: Any) -> None:
+    """``validate-suite``, ``ceilings`` and ``work``."""
     validate = commands.add_parser(
         "validate-suite",
         help="check a (draft) suite file against the built-in operators",
@@ -148,7 +183,6 @@ def build_parser() -> argparse.ArgumentParser:
             "each as JSON on stdout. Exit 2 when stdin is not a JSON list."
         ),
     )
-    return parser
 
 
 def command_ceilings(args: argparse.Namespace) -> int:
@@ -311,7 +345,7 @@ def _print_table(results: dict[str, Any]) -> None:
         print(text, file=sys.stderr)
 
 
-def _suite_for(args: argparse.Namespace) -> tuple[Any, Any]:
+def suite_for(args: argparse.Namespace) -> tuple[Any, Any]:
     """The suite to run (a name or path as given, or the loaded suite reduced to its public
     shapes for ``--visibility public``) and its operator sources (None: read from the file)."""
     if args.visibility != "public":
@@ -322,8 +356,13 @@ def _suite_for(args: argparse.Namespace) -> tuple[Any, Any]:
     return suite.public_only(), sources
 
 
-def command_run(args: argparse.Namespace) -> int:
-    """Evaluate a bundle, write results.json, print a short table; return the exit code."""
+def command_run(
+    args: argparse.Namespace, *, prepared: tuple[Any, Any] | None = None, rounds: Any = None
+) -> int:
+    """Evaluate a bundle, write results.json, print a short table; return the exit code.
+
+    ``prepared`` is ``suite_for(args)`` already loaded, ``rounds`` the children of a
+    campaign's evaluator server (``evaluator.serve``)."""
     from evaluator.runner import run_bundle
     from evaluator.sandbox import SandboxPolicy
     from evaluator.sanitizer import parse_tools
@@ -341,7 +380,7 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"error: --sanitizer-tools: {exc}", file=sys.stderr)
         return EXIT_USER
     try:
-        suite, sources = _suite_for(args)
+        suite, sources = prepared if prepared is not None else suite_for(args)
         policy = SandboxPolicy.from_environment(mode=args.sandbox, hidden_paths=args.hide)
         results = run_bundle(
             bundle_path=args.bundle,
@@ -362,6 +401,8 @@ def command_run(args: argparse.Namespace) -> int:
             validation_variants=args.visibility != "public",
             start_ahead=args.start_ahead,
             sanitizer_tools=tools,
+            shape_timeout_s=args.shape_timeout_s,
+            rounds=rounds,
         )
     except AtrexError as exc:
         write_results(out, _error_document(args, exc.to_dict()))
@@ -387,6 +428,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
         return command_run(args)
+    if args.command == "serve":
+        from evaluator.serve import command_serve
+
+        return command_serve(args)
     if args.command == "validate-suite":
         return command_validate_suite(args)
     if args.command == "ceilings":

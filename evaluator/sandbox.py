@@ -105,6 +105,7 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 _STATVFS_TO_MS = ((2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, 1024), (2048, 2048))
 
 
@@ -383,6 +384,9 @@ class ChildSandbox:
     no_user_reason: str = "no sandbox user"
     devices: list[str] = field(default_factory=list)
     """Device files the child must open read-write (the GPU's), checked before the switch."""
+    writable: list[str] = field(default_factory=list)
+    """Folders of this child's own that it may write besides its private temp folder (a
+    campaign round's Triton cache, see ``evaluator.serve``), bound back writable."""
     report_fd: int = -1
     report: dict[str, Any] = field(default_factory=dict)
 
@@ -406,6 +410,7 @@ class ChildSandbox:
     def _apply(self, active: dict[str, Any], missing: dict[str, str]) -> None:
         import resource
 
+        parent = os.getppid()
         policy = self.policy
         limits = {
             "cpu_time_s": (resource.RLIMIT_CPU, policy.cpu_time_s, policy.cpu_time_s + 5),
@@ -453,6 +458,12 @@ class ChildSandbox:
             active["no_new_privs"] = True
         except OSError as exc:
             missing["no_new_privs"] = str(exc)
+        # Killed with the process that started it (a campaign's evaluator server that
+        # died): set last, since a change of user clears it.
+        if _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+            active["parent_death"] = "killed with the process that started it"
+            if os.getppid() != parent:
+                os._exit(1)  # that process is already gone
 
     def _mount_plan(self, active: dict[str, Any], missing: dict[str, str]) -> None:
         try:
@@ -463,7 +474,7 @@ class ChildSandbox:
         hidden_done = []
         problems = []
         readonly = set(self.keep)
-        keeps = [*self.keep, self.private_tmp]
+        keeps = [*self.keep, *self.writable, self.private_tmp]
         for path in sorted(self.hidden, key=lambda p: (p.count("/"), p)):
             if not os.path.lexists(path):
                 continue  # already hidden by a folder above it, or never there
@@ -533,8 +544,11 @@ class ChildSandbox:
             for p in [*self.keep, sys.executable]
             if not os.access(p, os.R_OK | os.X_OK, effective_ids=True)
         ]
-        if not os.access(self.private_tmp, os.W_OK | os.X_OK, effective_ids=True):
-            unreadable.append(self.private_tmp)
+        unreadable += [
+            p
+            for p in (self.private_tmp, *self.writable)
+            if not os.access(p, os.W_OK | os.X_OK, effective_ids=True)
+        ]
         unreadable += [
             d for d in self.devices if not os.access(d, os.R_OK | os.W_OK, effective_ids=True)
         ]
@@ -640,17 +654,28 @@ class Sandbox:
         (or, where the parent cannot switch users, as the caller, like everything else)."""
         return self.no_overlap_reason is None
 
-    def child(self, label: str, bundle_dir: Path | None, *, second: bool = False) -> ChildSandbox:
+    def child(
+        self,
+        label: str,
+        bundle_dir: Path | None,
+        *,
+        second: bool = False,
+        writable: Iterable[Path] = (),
+    ) -> ChildSandbox:
         """The plan of one child: its private temp folder, what it sees and as whom
-        (``second``: as the second sandbox user, for a child started while another runs)."""
+        (``second``: as the second sandbox user, for a child started while another runs);
+        ``writable``: existing folders of this child's own that it may also write (made
+        its user's here)."""
         if second and not self.can_overlap:
             raise SandboxError(f"A child cannot start beside another: {self.no_overlap_reason}")
         self._counter += 1
         private = self.scratch / f"sandbox-{self._counter}-{label}"
         private.mkdir(mode=0o700)
         uid, gid = self.second if second and self.second else (self.uid, self.gid)
+        own = [os.path.realpath(folder) for folder in writable]
         if uid is not None and gid is not None:
-            os.chown(private, uid, gid)
+            for folder in (private, *own):
+                os.chown(folder, uid, gid)
         keep = list(self.runtime)
         if bundle_dir is not None:
             keep.append(os.path.realpath(bundle_dir))
@@ -659,10 +684,10 @@ class Sandbox:
             for p in (*DEFAULT_HIDDEN, *self.policy.hidden_paths)
         }
         if uid is not None and gid is not None:
-            hidden.update(untraversable_ancestors([*keep, str(private)], uid, gid))
+            hidden.update(untraversable_ancestors([*keep, *own, str(private)], uid, gid))
         # A hidden path that holds a runtime path is covered and the runtime bound back;
         # one inside a runtime path is hidden as asked, except the runtime roots themselves.
-        hidden -= set(keep)
+        hidden -= {*keep, *own}
         devices = []
         if self.device == "cuda":
             # The control, unified-memory and GPU devices CUDA opens (not modeset or tools).
@@ -678,6 +703,7 @@ class Sandbox:
             private_tmp=os.path.realpath(private),
             bundle_dir=str(bundle_dir) if bundle_dir else None,
             keep=keep,
+            writable=own,
             hidden=sorted(hidden),
             uid=uid,
             gid=gid,
