@@ -20,6 +20,9 @@ no Django, no torch):
   Its output is captured (``stdout``/``stderr`` of the result) or, with ``log_path``,
   appended to a log file as it comes, while ``on_poll`` runs every ``poll_s`` seconds
   (the caller follows a progress file there).
+* **Server**: ``EvaluatorServer`` starts a command that answers one request after another
+  (``serve``, an agent campaign's rounds) the same way, and is killed with the thread that
+  started it or by ``close``.
 """
 
 from __future__ import annotations
