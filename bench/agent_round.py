@@ -7,7 +7,7 @@ baseline bundle by default), and prints one line per round and the means of roun
 of rounds 2..N:
 
     python3 bench/agent_round.py --device cpu --rounds 4 [--operators rms_norm,silu_and_mul]
-        [--cold] [--vary] [--json rounds.json]
+        [--cold] [--vary] [--agent-s 5] [--json rounds.json]
 
 Columns (seconds, host wall clock):
 
@@ -31,6 +31,8 @@ Columns (seconds, host wall clock):
 cost paid again), the default is the campaign's warm evaluator where there is one.
 ``--vary`` changes the kernel's source every round (a comment), as an agent's revision
 would, so that no compiled kernel is reused; without it every round sends the same source.
+``--agent-s`` waits that long before each round, as an agent writing its next kernel
+would (not counted in the round).
 """
 
 from __future__ import annotations
@@ -109,6 +111,12 @@ def main() -> int:
     parser.add_argument("--time-budget-s", type=float, default=0.1)
     parser.add_argument("--cold", action="store_true", help="one evaluator process per round")
     parser.add_argument("--vary", action="store_true", help="a changed source every round")
+    parser.add_argument(
+        "--agent-s",
+        type=float,
+        default=0.0,
+        help="seconds the agent takes to answer between rounds (default 0: an instant agent)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write every round here")
     args = parser.parse_args()
 
@@ -123,7 +131,10 @@ def main() -> int:
     mode = "cold" if args.cold or "warm" not in options else "warm"
     rows: list[dict[str, Any]] = []
     head = f"{'round':<26s} " + " ".join(f"{c:>8s}" for c in (*COLUMNS, "total"))
-    print(f"{mode} evaluator, {args.device}, {args.suite} {shape_set} public shapes")
+    print(
+        f"{mode} evaluator, {args.device}, {args.suite} {shape_set} public shapes, "
+        f"agent {args.agent_s:g} s"
+    )
     print(head)
     with tempfile.TemporaryDirectory(prefix="atrex-agent-round-") as work:
         evaluate = loop.evaluator_for(
@@ -142,14 +153,14 @@ def main() -> int:
                 source = (args.kernels / f"{operator}.py").read_text(encoding="utf-8")
                 for number in range(1, args.rounds + 1):
                     text = source + (f"\n# revision {number}\n" if args.vary else "")
+                    time.sleep(args.agent_s)
                     started = time.monotonic()
                     results = evaluate(operator, text, number)
                     total = time.monotonic() - started
                     row = round_phases(results, total)
-                    rows.append(
-                        {"operator": operator, "round": number, "statuses": statuses(results), **row}
-                    )
-                    print(line(f"{operator} {number}", row, statuses(results)), flush=True)
+                    outcome = statuses(results)
+                    rows.append({"operator": operator, "round": number, "statuses": outcome, **row})
+                    print(line(f"{operator} {number}", row, outcome), flush=True)
         finally:
             close = getattr(evaluate, "close", None)
             if close is not None:

@@ -50,6 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--parent-pid", type=int, default=None, help="exit at once if this is not the parent"
     )
+    serve.add_argument(
+        "--triton-cache",
+        default=True,
+        action=argparse.BooleanOptionalAction,
+        help="keep what a round's kernels compiled for a later round of the very same source "
+        "(keyed by its digest; default: on)",
+    )
     _other_commands(commands)
     return parser
 

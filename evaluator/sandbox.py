@@ -354,6 +354,30 @@ def _kept_flags(path: str) -> int:
     return sum(ms for st, ms in _STATVFS_TO_MS if flags & st)
 
 
+def private_mounts() -> bool:
+    """Give this process a mount namespace of its own, its mounts private, so that what it
+    mounts is seen by its children only and goes with it (root, Linux; False elsewhere).
+    Call it while the process has one thread."""
+    try:
+        _check(_libc().unshare(CLONE_NEWNS), "unshare")
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+def mount_tmpfs(path: Path, size_bytes: int) -> None:
+    """A size-limited tmpfs on the (empty) folder ``path`` (see ``private_mounts``)."""
+    _mount(
+        "tmpfs", str(path), "tmpfs", MS_NOSUID | MS_NODEV, f"size={size_bytes // 1024}k,mode=0700"
+    )
+
+
+def unmount(path: Path) -> None:
+    """Detach what is mounted on ``path``; nothing when nothing is."""
+    _libc().umount2(str(path).encode(), 2)  # MNT_DETACH
+
+
 def set_child_subreaper() -> bool:
     """Make this process adopt orphans of its descendants (so none escape clean-up)."""
     try:

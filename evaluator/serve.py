@@ -17,12 +17,13 @@ and answers one line on stdout, ``{"exit": CODE}`` (the exit code ``run`` would 
 What stays warm is the harness's start-up, never a process that ran a candidate. Each
 round runs in a fresh sandboxed child (``evaluator.child``) as today, which is killed with
 everything it started when the round ends. The next round's child is started while a
-round measures (``RoundStarter``: as the other sandbox user, as the runner's start-ahead
-does) or else right after it; it warms up its harness only and gets its job, and so runs
-candidate code, at its turn. The bundle goes into a folder of that child's own, created
-empty when it was started (read-only to it, owned by this process), so no round's code can
-reach the folder, the private temp folder or the memory of a later round's child, and no
-round's code runs in this process or in a process that reports a later round's verdict.
+round measures on CUDA (``RoundStarter``: as the other sandbox user, as the runner's
+start-ahead does), else as soon as the round's child is gone; it warms up its harness only
+and gets its job, and so runs candidate code, at its turn. The bundle goes into a folder
+of that child's own, created empty when it was started (read-only to it, owned by this
+process), so no round's code can reach the folder, the private temp folder or the memory
+of a later round's child, and no round's code runs in this process or in a process that
+reports a later round's verdict.
 
 The server never outlives its campaign: it exits when its stdin closes, it is killed
 (``PR_SET_PDEATHSIG``) when the thread that started it ends, and every child it starts is
@@ -33,10 +34,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -44,10 +47,58 @@ from typing import Any
 
 from evaluator.errors import UserError
 from evaluator.runner import ChildStarter, StartedChild, start_child
-from evaluator.sandbox import Sandbox, SandboxError, SandboxPolicy
+from evaluator.sandbox import (
+    Sandbox,
+    SandboxError,
+    SandboxPolicy,
+    mount_tmpfs,
+    private_mounts,
+    unmount,
+)
 
 REQUEST_FIELDS = ("bundle", "operators", "out", "progress", "log_dir")
 PR_SET_PDEATHSIG = 1
+MiB = 1024 * 1024
+ROUND_CACHE_BYTES = 256 * MiB
+"""The size of a round's Triton cache folder (a tmpfs where the server may mount one)."""
+CAMPAIGN_CACHE_BYTES = 2048 * MiB
+"""What the campaign's Triton cache keeps at most; a round that would pass it is not kept."""
+
+
+def bundle_digest(folder: Path) -> str:
+    """SHA-256 over the names and bytes of every file of a bundle folder."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def copy_files(
+    source: Path, target: Path, *, limit: int, owner: tuple[int, int] | None = None
+) -> int | None:
+    """Copy the folders and regular files under ``source`` into ``target`` (links and
+    anything else skipped, never followed), owned by ``owner`` (uid, gid) if given; the
+    bytes copied, or None (and nothing kept of the copy's files) past ``limit`` bytes."""
+    copied = 0
+    for folder, dirnames, filenames in os.walk(source, followlinks=False):
+        here = target / Path(folder).relative_to(source)
+        here.mkdir(parents=True, exist_ok=True)
+        if owner is not None:
+            os.chown(here, *owner)
+        for name in filenames:
+            path = Path(folder) / name
+            info = os.lstat(path)
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            copied += info.st_size
+            if copied > limit:
+                return None
+            shutil.copyfile(path, here / name, follow_symlinks=False)
+            if owner is not None:
+                os.chown(here / name, *owner)
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(folder, d))]
+    return copied
 
 
 class RoundStarter(ChildStarter):
@@ -57,13 +108,32 @@ class RoundStarter(ChildStarter):
     ``evaluator.runner.RoundChildren``."""
 
     def __init__(
-        self, *, sandbox: Sandbox, sandbox_report: dict[str, Any], device: str, root: Path
+        self,
+        *,
+        sandbox: Sandbox,
+        sandbox_report: dict[str, Any],
+        device: str,
+        root: Path,
+        triton_cache: bool = True,
+        tmpfs: bool = False,
     ) -> None:
+        # During a round only on CUDA, as the runner's start-ahead: on the CPU the next
+        # child's start-up would take the cores the round measures on; it starts when the
+        # round's child is gone instead, while the agent writes the next kernel.
         super().__init__(
-            sandbox=sandbox, device=device, bundle_dir=root, log_dir=root / "logs", ahead=True
+            sandbox=sandbox,
+            device=device,
+            bundle_dir=root,
+            log_dir=root / "logs",
+            ahead=device.startswith("cuda"),
         )
         self.sandbox_report = sandbox_report
         self.root = root
+        # The campaign's Triton cache: one folder per bundle digest (see ``take``).
+        self.cache_root = root / "triton-cache" if triton_cache else None
+        self.cache_bytes = 0
+        self.tmpfs = tmpfs
+        self._digest: str | None = None
         self._count = 0
         self._folders: dict[int, Path] = {}  # a child's pid: its folder
         self._operator: str | None = None
@@ -98,6 +168,7 @@ class RoundStarter(ChildStarter):
         """After the round (its child is gone): its log goes to the round's log folder,
         its folder is removed, and the next round's child is started if none is yet."""
         folder, self._round = self._round, None
+        digest, self._digest = self._digest, None
         if self._next is not None and self._folders.get(self._next.process.pid) == folder:
             self._drop(self._next)  # never got its job (the bundle was refused): not reused
             self._next = None
@@ -105,7 +176,9 @@ class RoundStarter(ChildStarter):
             with contextlib.suppress(OSError):
                 self.log_dir.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(folder / "child.log", self.log_path(self._operator or "child"))
-            shutil.rmtree(folder, ignore_errors=True)
+            if digest is not None:
+                self._keep_cache(folder / "triton-cache", digest)
+            self._remove(folder)
         if self._next is None and self._operator is not None:
             with contextlib.suppress(SandboxError):
                 self._next = self._start(self._operator)
@@ -119,8 +192,13 @@ class RoundStarter(ChildStarter):
             (folder / "bundle").mkdir(parents=True)
             for path in (folder, folder / "bundle"):
                 os.chmod(path, 0o755)
+            if self.cache_root is not None:
+                (folder / "triton-cache").mkdir()
+                if self.tmpfs:
+                    mount_tmpfs(folder / "triton-cache", ROUND_CACHE_BYTES)
         if self.ahead:
             self._second = not self._second
+        cache = folder / "triton-cache"
         child = start_child(
             operator=operator,
             bundle_dir=folder / "bundle",
@@ -128,6 +206,8 @@ class RoundStarter(ChildStarter):
             log_path=folder / "child.log",
             sandbox=self.sandbox,
             second_user=self.ahead and self._second,
+            extra_env={"TRITON_CACHE_DIR": str(cache)} if self.cache_root else None,
+            writable=(cache,) if self.cache_root else (),
         )
         self._folders[child.process.pid] = folder
         return child
@@ -136,17 +216,52 @@ class RoundStarter(ChildStarter):
         """This round's child: the one prepared, or a fresh one in the same folder if it
         died meanwhile."""
         ready, self._next = self._next, None
-        if (
+        assert self._round is not None, "prepare() comes first"
+        if not (
             ready is not None
             and ready.operator == operator
             and ready.process.poll() is None
             and self._folders.get(ready.process.pid) == self._round
         ):
-            return ready
-        if ready is not None:
-            self._drop(ready, keep_folder=self._folders.get(ready.process.pid) == self._round)
-        assert self._round is not None, "prepare() comes first"
-        return self._start(operator, self._round)
+            if ready is not None:
+                self._drop(ready, keep_folder=self._folders.get(ready.process.pid) == self._round)
+            ready = self._start(operator, self._round)
+        self._seed_cache(ready)
+        return ready
+
+    def _seed_cache(self, child: StartedChild) -> None:
+        """Give the round's child what an earlier round of the very same bundle compiled.
+        Only byte-identical code ever reads what a round's child left (keyed by the
+        bundle's digest): no round's code can reach a different kernel's round."""
+        if self.cache_root is None or self._round is None:
+            return
+        self._digest = bundle_digest(self._round / "bundle")
+        kept = self.cache_root / self._digest
+        if kept.is_dir():
+            uid, gid = child.plan.uid, child.plan.gid
+            owner = (uid, gid) if uid is not None and gid is not None else None
+            copy_files(kept, self._round / "triton-cache", limit=ROUND_CACHE_BYTES, owner=owner)
+
+    def _keep_cache(self, cache: Path, digest: str) -> None:
+        """Keep what the round compiled, for a later round of the same bundle (the first
+        copy of a digest is kept; the campaign's cache stops growing at its limit)."""
+        if self.cache_root is None or (self.cache_root / digest).exists() or not cache.is_dir():
+            return
+        staging = self.cache_root / f".{digest}.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        left = CAMPAIGN_CACHE_BYTES - self.cache_bytes
+        copied = copy_files(cache, staging, limit=left) if left > 0 else None
+        if copied is None:
+            shutil.rmtree(staging, ignore_errors=True)
+            return
+        staging.rename(self.cache_root / digest)
+        self.cache_bytes += copied
+
+    def _remove(self, folder: Path) -> None:
+        if self.tmpfs:
+            with contextlib.suppress(OSError, AttributeError):
+                unmount(folder / "triton-cache")
+        shutil.rmtree(folder, ignore_errors=True)
 
     def start_ahead(self, operator: str | None) -> None:
         """Start the next round's child (the same operator: a campaign's next round is
@@ -166,7 +281,7 @@ class RoundStarter(ChildStarter):
         child.stop()
         folder = self._folders.pop(child.process.pid, None)
         if folder is not None and not keep_folder:
-            shutil.rmtree(folder, ignore_errors=True)
+            self._remove(folder)
 
 
 def die_with_parent(parent_pid: int | None) -> None:
@@ -188,13 +303,20 @@ def command_serve(args: argparse.Namespace) -> int:
     # Replies go on a private copy of stdout; anything else written to fd 1 goes to stderr.
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
+    # Mounts of its own (the rounds' Triton cache folders) go with it; one thread so far.
+    tmpfs = os.geteuid() == 0 and args.triton_cache and private_mounts()
     prepared = suite_for(args)
     policy = SandboxPolicy.from_environment(mode=args.sandbox, hidden_paths=args.hide)
     device_kind = "cuda" if args.device.startswith("cuda") else "cpu"
     with tempfile.TemporaryDirectory(prefix="atrex-serve-") as scratch:
         sandbox = Sandbox(policy=policy, scratch=Path(scratch), device=device_kind)
         rounds = RoundStarter(
-            sandbox=sandbox, sandbox_report=sandbox.probe(), device=args.device, root=Path(scratch)
+            sandbox=sandbox,
+            sandbox_report=sandbox.probe(),
+            device=args.device,
+            root=Path(scratch),
+            triton_cache=args.triton_cache,
+            tmpfs=tmpfs,
         )
         try:
             for line in sys.stdin:
