@@ -134,6 +134,7 @@ class RoundStarter(ChildStarter):
         self.cache_bytes = 0
         self.tmpfs = tmpfs
         self._digest: str | None = None
+        self._taken: StartedChild | None = None
         self._count = 0
         self._folders: dict[int, Path] = {}  # a child's pid: its folder
         self._operator: str | None = None
@@ -169,6 +170,9 @@ class RoundStarter(ChildStarter):
         its folder is removed, and the next round's child is started if none is yet."""
         folder, self._round = self._round, None
         digest, self._digest = self._digest, None
+        taken, self._taken = self._taken, None
+        if taken is not None:  # gone: what it left in its private temp folder goes too
+            shutil.rmtree(taken.plan.private_tmp, ignore_errors=True)
         if self._next is not None and self._folders.get(self._next.process.pid) == folder:
             self._drop(self._next)  # never got its job (the bundle was refused): not reused
             self._next = None
@@ -227,6 +231,7 @@ class RoundStarter(ChildStarter):
                 self._drop(ready, keep_folder=self._folders.get(ready.process.pid) == self._round)
             ready = self._start(operator, self._round)
         self._seed_cache(ready)
+        self._taken = ready
         return ready
 
     def _seed_cache(self, child: StartedChild) -> None:
@@ -279,6 +284,7 @@ class RoundStarter(ChildStarter):
 
     def _drop(self, child: StartedChild, *, keep_folder: bool = False) -> None:
         child.stop()
+        shutil.rmtree(child.plan.private_tmp, ignore_errors=True)
         folder = self._folders.pop(child.process.pid, None)
         if folder is not None and not keep_folder:
             self._remove(folder)
