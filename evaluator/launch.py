@@ -230,15 +230,17 @@ class EvaluatorServer:
         import json
         import select
 
-        assert self.process.stdin is not None and self.process.stdout is not None
+        stdin, stdout = self.process.stdin, self.process.stdout
+        if stdin is None or stdout is None or stdin.closed:
+            raise ServerGone(f"python -m evaluator {self.subcommand} was closed")
         deadline = time.monotonic() + timeout_s
         try:
             try:
-                self.process.stdin.write((json.dumps(message) + "\n").encode("utf-8"))
-                self.process.stdin.flush()
+                stdin.write((json.dumps(message) + "\n").encode("utf-8"))
+                stdin.flush()
             except (BrokenPipeError, ValueError):
                 raise ServerGone(self._gone_message()) from None
-            descriptor = self.process.stdout.fileno()
+            descriptor = stdout.fileno()
             while b"\n" not in self._buffer:
                 left = deadline - time.monotonic()
                 if left <= 0:

@@ -220,7 +220,8 @@ class RoundStarter(ChildStarter):
         """This round's child: the one prepared, or a fresh one in the same folder if it
         died meanwhile."""
         ready, self._next = self._next, None
-        assert self._round is not None, "prepare() comes first"
+        if self._round is None:
+            raise RuntimeError("RoundStarter.take() before prepare()")
         if not (
             ready is not None
             and ready.operator == operator

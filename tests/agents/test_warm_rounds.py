@@ -336,3 +336,28 @@ def test_a_rounds_triton_cache_reaches_only_a_later_round_of_the_same_source(cam
     assert statuses(campaign("rms_norm", MARKER + "\n# revised\n", 32)) == ["pass"] * 3
     # The same source again gets what its first round compiled (and left).
     assert statuses(campaign("rms_norm", MARKER, 33)) == ["incorrect"] * 3
+
+
+def test_a_round_past_the_time_limit_stops_the_server_and_the_next_round_gets_a_new_one(
+    suite, tmp_path
+):
+    from submissions.evaluation import EvaluatorTimeout
+
+    evaluate = loop.evaluator_for(
+        suite_definition=suite, hardware_slug="cpu-dev", device="cpu", shape_set="smoke",
+        work_root=tmp_path, timeout_s=40, extra_args=["--time-budget-s", "0.05"],
+        sandbox_args=[],
+    )  # fmt: skip
+    with evaluate:
+        with pytest.raises(EvaluatorTimeout):
+            evaluate("rms_norm", ENDLESS, 1)
+        stopped = evaluate.session.server
+        assert stopped is None or not stopped.alive
+        assert statuses(evaluate("rms_norm", HONEST, 2)) == ["pass"] * 3
+        # A server that died between rounds is replaced at the next round.
+        server = evaluate.session.server.process.pid
+        waiting = _tree(server)
+        os.kill(server, signal.SIGKILL)
+        assert _wait_gone([server, *waiting]) == []
+        assert statuses(evaluate("rms_norm", HONEST, 3)) == ["pass"] * 3
+        assert evaluate.session.servers_started == 3
