@@ -162,6 +162,7 @@ class RoundStarter(ChildStarter):
         return self._round / "bundle"
 
     def starter(self, log_dir: Path) -> ChildStarter:
+        """Itself, its children's logs going to ``log_dir`` (the round's)."""
         self.log_dir = log_dir
         return self
 
@@ -199,7 +200,11 @@ class RoundStarter(ChildStarter):
             if self.cache_root is not None:
                 (folder / "triton-cache").mkdir()
                 if self.tmpfs:
-                    mount_tmpfs(folder / "triton-cache", ROUND_CACHE_BYTES)
+                    try:
+                        mount_tmpfs(folder / "triton-cache", ROUND_CACHE_BYTES)
+                    except OSError as exc:  # no bounded folder: no campaign cache
+                        print(f"[serve] no Triton cache: {exc}", file=sys.stderr, flush=True)
+                        self.cache_root = None
         if self.ahead:
             self._second = not self._second
         cache = folder / "triton-cache"
@@ -311,7 +316,10 @@ def command_serve(args: argparse.Namespace) -> int:
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     # Mounts of its own (the rounds' Triton cache folders) go with it; one thread so far.
+    # As root the children's only writable places are size-limited tmpfs: no campaign
+    # cache where its folders cannot be one (without root, best-effort, a plain folder).
     tmpfs = os.geteuid() == 0 and args.triton_cache and private_mounts()
+    triton_cache = args.triton_cache and (tmpfs or os.geteuid() != 0)
     prepared = suite_for(args)
     policy = SandboxPolicy.from_environment(mode=args.sandbox, hidden_paths=args.hide)
     device_kind = "cuda" if args.device.startswith("cuda") else "cpu"
@@ -322,7 +330,7 @@ def command_serve(args: argparse.Namespace) -> int:
             sandbox_report=sandbox.probe(),
             device=args.device,
             root=Path(scratch),
-            triton_cache=args.triton_cache,
+            triton_cache=triton_cache,
             tmpfs=tmpfs,
         )
         try:
