@@ -323,7 +323,9 @@ def command_serve(args: argparse.Namespace) -> int:
     prepared = suite_for(args)
     policy = SandboxPolicy.from_environment(mode=args.sandbox, hidden_paths=args.hide)
     device_kind = "cuda" if args.device.startswith("cuda") else "cpu"
-    with tempfile.TemporaryDirectory(prefix="atrex-serve-") as scratch:
+    # Under its working folder (the campaign's, see EvaluatorServer): what a killed server
+    # could not remove stays with the campaign's files, not in /tmp.
+    with tempfile.TemporaryDirectory(prefix="atrex-serve-", dir=os.getcwd()) as scratch:
         sandbox = Sandbox(policy=policy, scratch=Path(scratch), device=device_kind)
         rounds = RoundStarter(
             sandbox=sandbox,
