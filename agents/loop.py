@@ -2,10 +2,11 @@
 
 For each operator: round 1 sends the task (operator, interface, reference source, public
 shapes, hardware, DSL, budget left); the agent answers with kernel source; the source is
-evaluated on the public shapes only (``python -m evaluator run --visibility public`` in a
-child process, through ``submissions.evaluation``); the figures go back with the next
-round. The best correct, non-fallback kernel per operator is kept. The site's campaign
-service and the GPU driver (``examples/agents/tile_search/campaign.py``) both run this.
+evaluated on the public shapes only (``--visibility public``, by the campaign's evaluator
+server, ``python -m evaluator serve``, or a ``python -m evaluator run`` per round, through
+``submissions.evaluation``); the figures go back with the next round. The best correct,
+non-fallback kernel per operator is kept. The site's campaign service and the GPU driver
+(``examples/agents/tile_search/campaign.py``) both run this.
 
 Hidden shapes, seeds and reference outputs never reach the agent: the task lists public
 shapes only, the evaluator runs with a fresh secret seed each round, and the feedback
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.errors import UserError
-from submissions.evaluation import EvaluatorJob, run_evaluator
+from submissions.evaluation import EvaluatorJob, EvaluatorSession, run_evaluator
 
 from .protocol import PROTOCOL, AgentClient, AgentError, KernelAnswer, Usage
 
@@ -286,6 +287,87 @@ def best_round(records: list[RoundRecord]) -> RoundRecord | None:
     return best
 
 
+class CampaignEvaluator:
+    """The ``Evaluate`` of one campaign: ``evaluator(operator, source, number)`` runs one
+    round's source on the operator's public shapes, in its own folder under ``work_root``,
+    and returns the results document. Warm (the default), every round goes to one
+    evaluator server kept for the campaign (``submissions.evaluation.EvaluatorSession``,
+    ``evaluator.serve``: the runner and the next round's sandboxed child start ahead, each
+    round still in a fresh child); cold, each round starts ``python -m evaluator run``.
+    ``close`` (or ``with``) stops the server: the campaign's owner closes it at its end."""
+
+    def __init__(
+        self,
+        *,
+        suite_definition: dict[str, Any],
+        hardware_slug: str,
+        device: str,
+        shape_set: str,
+        work_root: Path,
+        timeout_s: float,
+        python: str = "",
+        extra_args: list[str] | None = None,
+        sandbox_args: list[str] | None = None,
+        on_progress: Callable[[dict], None] | None = None,
+        warm: bool = True,
+    ) -> None:
+        self.suite_definition = suite_definition
+        self.hardware_slug = hardware_slug
+        self.device = device
+        self.work_root = Path(work_root)
+        self.timeout_s = timeout_s
+        self.python = python
+        self.sandbox_args = sandbox_args
+        self.on_progress = on_progress
+        self.round_args = ["--visibility", "public", "--shapes", shape_set, *(extra_args or [])]
+        self.session = (
+            EvaluatorSession(
+                suite_definition=suite_definition,
+                hardware_slug=hardware_slug,
+                device=device,
+                work_dir=self.work_root / "evaluator-server",
+                python=python,
+                sandbox_args=sandbox_args,
+                extra_args=self.round_args,
+            )
+            if warm
+            else None
+        )
+
+    def __call__(self, operator: str, source: str, number: int) -> dict[str, Any]:
+        folder = self.work_root / operator / f"round-{number}"
+        bundle = folder / "bundle"
+        bundle.mkdir(parents=True, exist_ok=True)
+        (bundle / f"{operator}.py").write_text(source, encoding="utf-8")
+        job = EvaluatorJob(
+            bundle_path=bundle,
+            suite_definition=self.suite_definition,
+            hardware_slug=self.hardware_slug,
+            device=self.device,
+            work_dir=folder / "work",
+            timeout_s=self.timeout_s,
+            python=self.python,
+            sandbox_args=self.sandbox_args,
+            extra_args=["--operators", operator, *self.round_args],
+        )
+        if self.session is not None:
+            outcome = self.session.run(job, operators=[operator], on_progress=self.on_progress)
+        else:
+            outcome = run_evaluator(job, on_progress=self.on_progress)
+        return outcome.results or {}
+
+    def close(self) -> None:
+        """Stop the campaign's evaluator server, if one runs."""
+        if self.session is not None:
+            self.session.close()
+
+    def __enter__(self) -> CampaignEvaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def evaluator_for(
     *,
     suite_definition: dict[str, Any],
@@ -298,40 +380,27 @@ def evaluator_for(
     extra_args: list[str] | None = None,
     sandbox_args: list[str] | None = None,
     on_progress: Callable[[dict], None] | None = None,
-) -> Evaluate:
-    """An ``Evaluate`` that runs one round's source through ``python -m evaluator run`` on
-    the operator's public shapes, in its own folder under ``work_root``. ``sandbox_args``
-    None uses the site's sandbox options (Django settings); a caller without Django passes
-    its own (``[]``: the evaluator's defaults). ``on_progress`` gets the evaluator's
-    progress events and a heartbeat at each poll."""
-
-    def evaluate(operator: str, source: str, number: int) -> dict[str, Any]:
-        folder = Path(work_root) / operator / f"round-{number}"
-        bundle = folder / "bundle"
-        bundle.mkdir(parents=True, exist_ok=True)
-        (bundle / f"{operator}.py").write_text(source, encoding="utf-8")
-        job = EvaluatorJob(
-            bundle_path=bundle,
-            suite_definition=suite_definition,
-            hardware_slug=hardware_slug,
-            device=device,
-            work_dir=folder / "work",
-            timeout_s=timeout_s,
-            python=python,
-            sandbox_args=sandbox_args,
-            extra_args=[
-                "--operators",
-                operator,
-                "--visibility",
-                "public",
-                "--shapes",
-                shape_set,
-                *(extra_args or []),
-            ],
-        )
-        return run_evaluator(job, on_progress=on_progress).results or {}
-
-    return evaluate
+    warm: bool = True,
+) -> CampaignEvaluator:
+    """The campaign's ``Evaluate`` (a ``CampaignEvaluator``: close it at the campaign's
+    end): each round's source through the evaluator on the operator's public shapes, in
+    its own folder under ``work_root``. ``sandbox_args`` None uses the site's sandbox
+    options (Django settings); a caller without Django passes its own (``[]``: the
+    evaluator's defaults). ``on_progress`` gets the evaluator's progress events and a
+    heartbeat at each poll. ``warm`` False starts ``python -m evaluator run`` each round."""
+    return CampaignEvaluator(
+        suite_definition=suite_definition,
+        hardware_slug=hardware_slug,
+        device=device,
+        shape_set=shape_set,
+        work_root=work_root,
+        timeout_s=timeout_s,
+        python=python,
+        extra_args=extra_args,
+        sandbox_args=sandbox_args,
+        on_progress=on_progress,
+        warm=warm,
+    )
 
 
 def toml_string(text: str) -> str:

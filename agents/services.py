@@ -8,6 +8,7 @@ shapes and a fresh secret seed included) and scoring as any uploaded bundle.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
@@ -298,7 +299,8 @@ def campaign_stale_after(campaign: Campaign) -> timedelta:
     return timedelta(seconds=max(float(settings.ATREX["HEARTBEAT_STALE_S"]), call + 60.0))
 
 
-def _evaluator(campaign: Campaign, spec: loop.CampaignSpec) -> loop.Evaluate:
+def _evaluator(campaign: Campaign, spec: loop.CampaignSpec) -> loop.CampaignEvaluator:
+    """The campaign's evaluator (its server kept warm across rounds; closed at the end)."""
     budget = settings.ATREX.get("TIME_BUDGET_S")
     return loop.evaluator_for(
         suite_definition=spec.suite_definition,
@@ -386,10 +388,12 @@ def campaign_execute(*, campaign_id: int) -> Campaign | None:
         logger.info("campaign %s is %s and held: nothing to do", campaign.pk, campaign.status)
         return campaign
     campaign.refresh_from_db()
+    # The evaluator server does not outlive the rounds, whatever ends them.
+    stack = contextlib.ExitStack()
     try:
         spec = _spec(campaign)
         client = endpoint_client(endpoint=campaign.endpoint, plan=campaign.plan)
-        evaluate = _evaluator(campaign, spec)
+        evaluate = stack.enter_context(_evaluator(campaign, spec))
         kept: dict[str, loop.RoundRecord] = {}
         for operator in spec.operators:
             resume = _resume_point(campaign, operator)
@@ -416,6 +420,8 @@ def campaign_execute(*, campaign_id: int) -> Campaign | None:
         )
         _campaign_end(campaign, failure=error)
         return campaign
+    finally:
+        stack.close()
     if not kept:
         _campaign_end(campaign, failure=_no_kernel_error(campaign))
         return campaign

@@ -2,9 +2,10 @@
 and ``python -m evaluator validate-suite SUITE_JSON [--device meta|cpu] [--out report.json]``
 and ``python -m evaluator ceilings [--device cuda|cpu] [--out ceilings.json]``
 and ``python -m evaluator work`` (shapes' W/Q: JSON on stdin, JSON on stdout; see
-``evaluator.work``) and ``python -m evaluator pool fill --pool DIR --suite S --device D``
-(the worker's reference pool, see ``evaluator.reference_pool``). The site starts each of
-them through ``evaluator.launch``.
+``evaluator.work``), ``python -m evaluator serve [run's options]`` (an agent campaign's
+rounds, one bundle after another; see ``evaluator.serve``) and ``python -m evaluator pool
+fill --pool DIR --suite S --device D`` (the worker's reference pool, see
+``evaluator.reference_pool``). The site starts each of them through ``evaluator.launch``.
 
 Exit codes: 0 when results were written (whatever the candidate did), 2 for a bundle or
 request the user must fix (message on stderr; results.json still written with
@@ -34,6 +35,35 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="evaluate a bundle and write results.json")
     run.add_argument("bundle", help=".zip, .tar.gz/.tgz, a single .py, or a directory")
+    _run_options(run)
+    serve = commands.add_parser(
+        "serve",
+        help="an agent campaign's evaluator: one round after another (requests on stdin)",
+        description=(
+            "Evaluate one bundle after another, each as 'run' would with these options, "
+            'from JSON requests on stdin, one a line ({"bundle", "operators", "out", '
+            '"progress", "log_dir"}), answering {"exit": CODE} a line on stdout; the '
+            "next round's sandboxed child is started ahead (see evaluator/serve.py). "
+            "Exits when stdin closes."
+        ),
+    )
+    _run_options(serve)
+    serve.add_argument(
+        "--parent-pid", type=int, default=None, help="exit at once if this is not the parent"
+    )
+    serve.add_argument(
+        "--triton-cache",
+        default=True,
+        action=argparse.BooleanOptionalAction,
+        help="keep what a round's kernels compiled for a later round of the very same source "
+        "(keyed by its digest; default: on)",
+    )
+    _other_commands(commands)
+    return parser
+
+
+def _run_options(run: argparse.ArgumentParser) -> None:
+    """The options of ``run`` (and of ``serve``, which applies them to every round)."""
     run.add_argument(
         "--suite",
         default="atrex-bench-v0.1",
@@ -113,7 +143,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="a file or folder the candidate must not see (repeatable; e.g. the site's media "
         "folder, database folder, settings)",
     )
+    run.add_argument(
+        "--shape-timeout-s",
+        type=float,
+        default=None,
+        help="longest silence allowed from a child: importing the candidate, or one shape "
+        "(default 300)",
+    )
     _pool_options(run)
+
+
+def _other_commands(commands: Any) -> None:
+    """``pool fill``, ``validate-suite``, ``ceilings`` and ``work``."""
     pool = commands.add_parser(
         "pool",
         help="the worker's reference-output pool (fill it ahead, e.g. when a suite is published)",
@@ -174,7 +215,6 @@ def build_parser() -> argparse.ArgumentParser:
             "each as JSON on stdout. Exit 2 when stdin is not a JSON list."
         ),
     )
-    return parser
 
 
 def _pool_sizes(parser: argparse.ArgumentParser) -> None:
@@ -461,7 +501,7 @@ def _print_table(results: dict[str, Any]) -> None:
         print(text, file=sys.stderr)
 
 
-def _suite_for(args: argparse.Namespace) -> tuple[Any, Any]:
+def suite_for(args: argparse.Namespace) -> tuple[Any, Any]:
     """The suite to run (a name or path as given, or the loaded suite reduced to its public
     shapes for ``--visibility public``) and its operator sources (None: read from the file)."""
     if args.visibility != "public":
@@ -472,8 +512,13 @@ def _suite_for(args: argparse.Namespace) -> tuple[Any, Any]:
     return suite.public_only(), sources
 
 
-def command_run(args: argparse.Namespace) -> int:
-    """Evaluate a bundle, write results.json, print a short table; return the exit code."""
+def command_run(
+    args: argparse.Namespace, *, prepared: tuple[Any, Any] | None = None, rounds: Any = None
+) -> int:
+    """Evaluate a bundle, write results.json, print a short table; return the exit code.
+
+    ``prepared`` is ``suite_for(args)`` already loaded, ``rounds`` the children of a
+    campaign's evaluator server (``evaluator.serve``)."""
     from evaluator.runner import run_bundle
     from evaluator.sandbox import SandboxPolicy
     from evaluator.sanitizer import parse_tools
@@ -496,7 +541,7 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER
     try:
-        suite, sources = _suite_for(args)
+        suite, sources = prepared if prepared is not None else suite_for(args)
         policy = SandboxPolicy.from_environment(mode=args.sandbox, hidden_paths=args.hide)
         results = run_bundle(
             bundle_path=args.bundle,
@@ -517,6 +562,8 @@ def command_run(args: argparse.Namespace) -> int:
             validation_variants=args.visibility != "public",
             start_ahead=args.start_ahead,
             sanitizer_tools=tools,
+            shape_timeout_s=args.shape_timeout_s,
+            rounds=rounds,
             reference_pool=pool,
         )
     except AtrexError as exc:
@@ -543,6 +590,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
         return command_run(args)
+    if args.command == "serve":
+        from evaluator.serve import command_serve
+
+        return command_serve(args)
     if args.command == "validate-suite":
         return command_validate_suite(args)
     if args.command == "ceilings":

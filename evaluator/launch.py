@@ -20,6 +20,9 @@ no Django, no torch):
   Its output is captured (``stdout``/``stderr`` of the result) or, with ``log_path``,
   appended to a log file as it comes, while ``on_poll`` runs every ``poll_s`` seconds
   (the caller follows a progress file there).
+* **Server**: ``EvaluatorServer`` starts a command that answers one request after another
+  (``serve``, an agent campaign's rounds) the same way, and is killed with the thread that
+  started it or by ``close``.
 """
 
 from __future__ import annotations
@@ -165,3 +168,131 @@ def kill_group(process: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+class ServerGone(PlatformError):
+    """The evaluator server exited (or closed its output) before it answered."""
+
+    code = "platform:evaluator-crashed"
+
+
+class EvaluatorServer:
+    """``python -m evaluator SUBCOMMAND ...`` kept running to answer one request after
+    another (``serve``: an agent campaign's rounds, see ``evaluator.serve``): a JSON line
+    on its stdin, a JSON line back on its stdout. Started with the same environment,
+    scratch folder and process group as ``run_evaluator_command``; its stderr is appended
+    to ``log_path``. It is told this process's id and is killed (by the kernel) when the
+    thread that started it ends; ``close`` ends it at once (use as a context manager)."""
+
+    def __init__(
+        self,
+        subcommand: str,
+        arguments: Sequence[str] = (),
+        *,
+        scratch: Path,
+        log_path: Path,
+        python: str = "",
+    ) -> None:
+        self.subcommand = subcommand
+        command = evaluator_command(
+            subcommand, [*arguments, "--parent-pid", str(os.getpid())], python=python
+        )
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as log:
+            self.process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+                command,
+                cwd=scratch,
+                env=child_environment(scratch),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+            )
+        self._buffer = b""
+
+    @property
+    def alive(self) -> bool:
+        """Whether it is still running."""
+        return self.process.poll() is None
+
+    def request(
+        self,
+        message: dict,
+        *,
+        timeout_s: float,
+        on_poll: Callable[[], None] | None = None,
+        poll_s: float = 0.5,
+    ) -> dict:
+        """Send ``message`` and wait for its answer. ``on_poll`` runs about every
+        ``poll_s`` seconds meanwhile; what it raises stops the server and is raised again.
+        Raises LaunchTimeout (the server is stopped) after ``timeout_s`` seconds, and
+        ServerGone when it exits without answering."""
+        import json
+        import select
+
+        stdin, stdout = self.process.stdin, self.process.stdout
+        if stdin is None or stdout is None or stdin.closed:
+            raise ServerGone(f"python -m evaluator {self.subcommand} was closed")
+        deadline = time.monotonic() + timeout_s
+        try:
+            try:
+                stdin.write((json.dumps(message) + "\n").encode("utf-8"))
+                stdin.flush()
+            except (BrokenPipeError, ValueError):
+                raise ServerGone(self._gone_message()) from None
+            descriptor = stdout.fileno()
+            while b"\n" not in self._buffer:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise LaunchTimeout(self.subcommand, timeout_s)
+                ready, _, _ = select.select([descriptor], [], [], min(poll_s, left))
+                if ready:
+                    chunk = os.read(descriptor, 1 << 16)
+                    if not chunk:
+                        raise ServerGone(self._gone_message())
+                    self._buffer += chunk
+                    continue
+                if on_poll is not None:
+                    on_poll()
+        except BaseException:
+            self.close(kill=True)
+            raise
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        try:
+            return json.loads(line)
+        except ValueError:
+            self.close(kill=True)
+            raise ServerGone(
+                f"python -m evaluator {self.subcommand} answered {line[:200]!r}"
+            ) from None
+
+    def _gone_message(self) -> str:
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        return (
+            f"python -m evaluator {self.subcommand} stopped without answering "
+            f"(exit code {self.process.returncode})"
+        )
+
+    def close(self, *, kill: bool = False, wait_s: float = 10.0) -> None:
+        """End it: its stdin is closed (it stops its waiting child and exits); if it is
+        still running after ``wait_s`` seconds, or at once with ``kill``, its process
+        group is killed (its sandboxed children die with it)."""
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.process.stdin.close()
+        if not kill:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=wait_s)
+        if self.process.poll() is None:
+            kill_group(self.process)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def __enter__(self) -> EvaluatorServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -12,6 +12,7 @@ started while one measures, so that its harness start-up is hidden (``ChildStart
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import hashlib
@@ -27,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from evaluator import forkserver
 from evaluator import sanitizer as memory_sanitizer
@@ -242,6 +243,7 @@ def start_child(
     cache: str | None = None,
     cache_from: list[str] | None = None,
     output_fd: int | None = None,
+    writable: tuple[Path, ...] = (),
 ) -> StartedChild:
     """Start ``python -m evaluator.child`` for ``operator`` in its sandbox: it warms up the
     harness (torch, the device, the profiler; nothing of the candidate's) and then waits
@@ -250,7 +252,8 @@ def start_child(
     command (``compute-sanitizer ...``, see ``evaluator.sanitizer``), ``extra_env`` into
     its environment, ``extra_fds`` are passed on (the sanitizer's log pipe); ``cache`` and
     ``cache_from`` name its Triton cache (``Sandbox.child``); ``output_fd`` takes its stdout
-    and stderr instead of ``log_path``."""
+    and stderr instead of ``log_path``; ``writable`` are folders of its own it may write
+    (``Sandbox.child``)."""
     job_read, job_write = os.pipe()
     result_read, result_write = os.pipe()
     reference_read, reference_write = os.pipe()
@@ -273,7 +276,12 @@ def start_child(
     launched = time.monotonic()
     try:
         plan = sandbox.child(
-            operator, bundle_dir, second=second_user, cache=cache, cache_from=cache_from
+            operator,
+            bundle_dir,
+            second=second_user,
+            cache=cache,
+            cache_from=cache_from,
+            writable=writable,
         )
         env = (
             {"env": {**sandbox.environment(plan, sandbox.device), **extra_env}} if extra_env else {}
@@ -492,6 +500,27 @@ class ChildStarter:
             self._next = None  # raised again, at its turn, by take()
 
 
+class RoundChildren(Protocol):
+    """The sandbox and children of an agent campaign's rounds (``evaluator.serve``), for
+    ``run_bundle(rounds=...)``: one operator a round, each in a fresh child started ahead."""
+
+    sandbox: Sandbox
+    sandbox_report: dict[str, Any]
+    """What the sandbox probe found once, for every round's environment digest."""
+
+    def prepare(self, operators: list[str]) -> Path:
+        """The (empty) bundle folder of the child that will run this round."""
+        ...
+
+    def starter(self, log_dir: Path) -> ChildStarter:
+        """The round's starter; its children log under ``log_dir``."""
+        ...
+
+    def finish(self) -> None:
+        """The round is over (its child is gone): clean up after it."""
+        ...
+
+
 def _memory_exceeded(
     process: subprocess.Popen[bytes], sandbox: ChildSandbox | None, pids: list[int]
 ) -> str | None:
@@ -523,7 +552,7 @@ def _own_processes(
     found = foreign_processes(
         process.pid,
         sandbox.uid if sandbox is not None else None,
-        writable=[p for p in (sandbox.private_tmp, sandbox.cache_dir) if p]
+        writable=[p for p in (sandbox.private_tmp, sandbox.cache_dir, *sandbox.writable) if p]
         if sandbox is not None
         else [],
         pids=pids,
@@ -1389,6 +1418,7 @@ def run_bundle(
     start_ahead: bool | None = None,
     sanitizer_tools: tuple[str, ...] | None = None,
     reference_pool: PoolSettings | None = None,
+    rounds: RoundChildren | None = None,
 ) -> dict[str, Any]:
     """Evaluate a bundle on this machine and return the results document (atrex-results/1).
 
@@ -1435,6 +1465,10 @@ def run_bundle(
     the environment, see ``SandboxPolicy.from_environment``); what is active is in the
     environment digest's ``sandbox`` section. Raises SandboxError (a platform error)
     when the policy requires a protection this machine cannot give.
+
+    ``rounds`` (an agent campaign's evaluator server, ``evaluator.serve``) supplies the
+    sandbox and the children instead: the bundle goes into the folder of a child it
+    started (and warmed up) before, and it starts the next round's child ahead.
     """
     started, started_at = time.monotonic(), _now()
     device_kind = "cuda" if device.startswith("cuda") else "cpu"
@@ -1499,14 +1533,22 @@ def run_bundle(
             result["operators_pending"] = [op for op in selected if op not in done]
         return result
 
-    with tempfile.TemporaryDirectory(prefix="atrex-run-") as scratch:
-        scratch_dir = Path(scratch)
-        sandbox = Sandbox(policy=policy, scratch=scratch_dir, device=device_kind)
-        environment["sandbox"] = sandbox.probe()
+    with contextlib.ExitStack() as stack:
+        if rounds is None:
+            made = stack.enter_context(tempfile.TemporaryDirectory(prefix="atrex-run-"))
+            scratch_dir = Path(made)
+            sandbox = Sandbox(policy=policy, scratch=scratch_dir, device=device_kind)
+            environment["sandbox"] = sandbox.probe()
+            bundle_dir = scratch_dir / "bundle"
+        else:
+            sandbox, environment["sandbox"] = rounds.sandbox, rounds.sandbox_report
+            bundle_dir = rounds.prepare(selected)
+            stack.callback(rounds.finish)
+            scratch_dir = bundle_dir.parent
         try:
             manifest = extract_bundle(
                 bundle_path,
-                scratch_dir / "bundle",
+                bundle_dir,
                 known_operators=known_operator_names(full_suite),
                 operator_hint=operator_hint,
                 strict=False,
@@ -1515,16 +1557,19 @@ def run_bundle(
             error = exc.to_dict()
         if manifest is not None:
             progress.emit("start", shapes_total=state.shapes_total, operators=selected)
-            sandbox.prepare_bundle(scratch_dir / "bundle")
+            sandbox.prepare_bundle(bundle_dir)
             logs = Path(log_dir) if log_dir else scratch_dir / "logs"
             with_child = [
                 op for op in selected if op in manifest.operators and op not in manifest.problems
             ]
             after = dict(zip(with_child, with_child[1:], strict=False))
-            starter = ChildStarter(
-                sandbox=sandbox, device=device, bundle_dir=scratch_dir / "bundle",
-                log_dir=logs, ahead=device_kind == "cuda" if start_ahead is None else start_ahead,
-            )  # fmt: skip
+            if rounds is None:
+                starter = ChildStarter(
+                    sandbox=sandbox, device=device, bundle_dir=bundle_dir, log_dir=logs,
+                    ahead=device_kind == "cuda" if start_ahead is None else start_ahead,
+                )  # fmt: skip
+            else:
+                starter = rounds.starter(logs)
             environment["start_ahead"] = starter.ahead
             if pool is not None:
                 environment["reference_pool"] = _prepare_pool(
@@ -1544,7 +1589,7 @@ def run_bundle(
                             suite=run_suite,
                             shapes=shapes[operator],
                             manifest=manifest,
-                            bundle_dir=scratch_dir / "bundle",
+                            bundle_dir=bundle_dir,
                             starter=starter,
                             next_operator=after.get(operator),
                             hardware=profile,
@@ -1584,7 +1629,7 @@ def run_bundle(
                     operator: _job(
                         operator=operator,
                         manifest=manifest,
-                        bundle_dir=scratch_dir / "bundle",
+                        bundle_dir=bundle_dir,
                         shapes=[smallest[operator]],
                         device=device,
                         seed=seed,
@@ -1611,7 +1656,7 @@ def run_bundle(
                         executable=executable,
                         sandbox=sandbox,
                         device=device,
-                        bundle_dir=scratch_dir / "bundle",
+                        bundle_dir=bundle_dir,
                         log_dir=logs,
                         shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S,
                     )

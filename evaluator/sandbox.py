@@ -106,6 +106,7 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 _STATVFS_TO_MS = ((2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, 1024), (2048, 2048))
 
 
@@ -354,6 +355,30 @@ def _kept_flags(path: str) -> int:
     return sum(ms for st, ms in _STATVFS_TO_MS if flags & st)
 
 
+def private_mounts() -> bool:
+    """Give this process a mount namespace of its own, its mounts private, so that what it
+    mounts is seen by its children only and goes with it (root, Linux; False elsewhere).
+    Call it while the process has one thread."""
+    try:
+        _check(_libc().unshare(CLONE_NEWNS), "unshare")
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+def mount_tmpfs(path: Path, size_bytes: int) -> None:
+    """A size-limited tmpfs on the (empty) folder ``path`` (see ``private_mounts``)."""
+    _mount(
+        "tmpfs", str(path), "tmpfs", MS_NOSUID | MS_NODEV, f"size={size_bytes // 1024}k,mode=0700"
+    )
+
+
+def unmount(path: Path) -> None:
+    """Detach what is mounted on ``path``; nothing when nothing is."""
+    _libc().umount2(str(path).encode(), 2)  # MNT_DETACH
+
+
 def set_child_subreaper() -> bool:
     """Make this process adopt orphans of its descendants (so none escape clean-up)."""
     try:
@@ -384,6 +409,9 @@ class ChildSandbox:
     no_user_reason: str = "no sandbox user"
     devices: list[str] = field(default_factory=list)
     """Device files the child must open read-write (the GPU's), checked before the switch."""
+    writable: list[str] = field(default_factory=list)
+    """Folders of this child's own that it may write besides its private temp folder (a
+    campaign round's Triton cache, see ``evaluator.serve``), bound back writable."""
     report_fd: int = -1
     report: dict[str, Any] = field(default_factory=dict)
     cache_dir: str | None = None
@@ -411,6 +439,7 @@ class ChildSandbox:
     def _apply(self, active: dict[str, Any], missing: dict[str, str]) -> None:
         import resource
 
+        parent = os.getppid()
         policy = self.policy
         limits = {
             "cpu_time_s": (resource.RLIMIT_CPU, policy.cpu_time_s, policy.cpu_time_s + 5),
@@ -458,6 +487,12 @@ class ChildSandbox:
             active["no_new_privs"] = True
         except OSError as exc:
             missing["no_new_privs"] = str(exc)
+        # Killed with the process that started it (a campaign's evaluator server that
+        # died): set last, since a change of user clears it.
+        if _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+            active["parent_death"] = "killed with the process that started it"
+            if os.getppid() != parent:
+                os._exit(1)  # that process is already gone
 
     def _mount_plan(self, active: dict[str, Any], missing: dict[str, str]) -> None:
         try:
@@ -468,7 +503,12 @@ class ChildSandbox:
         hidden_done = []
         problems = []
         readonly = set(self.keep)
-        keeps = [*self.keep, self.private_tmp, *([self.cache_dir] if self.cache_dir else [])]
+        keeps = [
+            *self.keep,
+            *self.writable,
+            self.private_tmp,
+            *([self.cache_dir] if self.cache_dir else []),
+        ]
         for path in sorted(self.hidden, key=lambda p: (p.count("/"), p)):
             if not os.path.lexists(path):
                 continue  # already hidden by a folder above it, or never there
@@ -538,8 +578,11 @@ class ChildSandbox:
             for p in [*self.keep, sys.executable]
             if not os.access(p, os.R_OK | os.X_OK, effective_ids=True)
         ]
-        if not os.access(self.private_tmp, os.W_OK | os.X_OK, effective_ids=True):
-            unreadable.append(self.private_tmp)
+        unreadable += [
+            p
+            for p in (self.private_tmp, *self.writable)
+            if not os.access(p, os.W_OK | os.X_OK, effective_ids=True)
+        ]
         unreadable += [
             d for d in self.devices if not os.access(d, os.R_OK | os.W_OK, effective_ids=True)
         ]
@@ -653,9 +696,12 @@ class Sandbox:
         second: bool = False,
         cache: str | None = None,
         cache_from: Iterable[str] | None = None,
+        writable: Iterable[Path] = (),
     ) -> ChildSandbox:
         """The plan of one child: its private temp folder, what it sees and as whom
-        (``second``: as the second sandbox user, for a child started while another runs).
+        (``second``: as the second sandbox user, for a child started while another runs);
+        ``writable``: existing folders of this child's own that it may also write (made
+        its user's here).
 
         ``cache`` names the child's Triton cache folder in the run's scratch
         (``caches/<cache>``, the child's own, kept after it so that a later child can use
@@ -670,8 +716,10 @@ class Sandbox:
         private = self.scratch / f"sandbox-{self._counter}-{label}"
         private.mkdir(mode=0o700)
         uid, gid = self.second if second and self.second else (self.uid, self.gid)
+        own = [os.path.realpath(folder) for folder in writable]
         if uid is not None and gid is not None:
-            os.chown(private, uid, gid)
+            for folder in (private, *own):
+                os.chown(folder, uid, gid)
         keep = list(self.runtime)
         if bundle_dir is not None:
             keep.append(os.path.realpath(bundle_dir))
@@ -683,12 +731,12 @@ class Sandbox:
         if uid is not None and gid is not None:
             hidden.update(
                 untraversable_ancestors(
-                    [*keep, str(private), *([cache_dir] if cache_dir else [])], uid, gid
+                    [*keep, *own, str(private), *([cache_dir] if cache_dir else [])], uid, gid
                 )
             )
         # A hidden path that holds a runtime path is covered and the runtime bound back;
         # one inside a runtime path is hidden as asked, except the runtime roots themselves.
-        hidden -= set(keep)
+        hidden -= {*keep, *own}
         devices = []
         if self.device == "cuda":
             # The control, unified-memory and GPU devices CUDA opens (not modeset or tools).
@@ -704,6 +752,7 @@ class Sandbox:
             private_tmp=os.path.realpath(private),
             bundle_dir=str(bundle_dir) if bundle_dir else None,
             keep=keep,
+            writable=own,
             hidden=sorted(hidden),
             uid=uid,
             gid=gid,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.errors import PlatformError
-from evaluator.launch import LaunchTimeout, run_evaluator_command
+from evaluator.launch import EvaluatorServer, LaunchTimeout, ServerGone, run_evaluator_command
 
 LOG_TAIL_BYTES = 64 * 1024
 
@@ -184,7 +184,18 @@ def run_evaluator(
         raise EvaluatorTimeout(
             f"The evaluation did not finish within {job.timeout_s:.0f} s and was stopped."
         ) from timeout
-    returncode = finished.returncode
+    return _outcome(job, finished.returncode, reader, on_progress, job.log_path)
+
+
+def _outcome(
+    job: EvaluatorJob,
+    returncode: int,
+    reader: ProgressReader,
+    on_progress: Callable[[dict], None] | None,
+    log_path: Path,
+) -> EvaluatorOutcome:
+    """The outcome of a finished evaluation: its last progress events passed on, its
+    results file read (EvaluatorCrashed when there is none, or it is unreadable)."""
     if on_progress is not None:
         for event in reader.read_new():
             on_progress(event)
@@ -196,10 +207,128 @@ def run_evaluator(
             raise EvaluatorCrashed(
                 f"The evaluator wrote an unreadable results file: {error}"
             ) from error
-    log_tail = _tail(job.log_path)
+    log_tail = _tail(log_path)
     if results is None:
         raise EvaluatorCrashed(
             f"The evaluator exited with code {returncode} without writing results. "
             f"Last lines of its log:\n{log_tail[-2000:]}"
         )
     return EvaluatorOutcome(returncode=returncode, results=results, log_tail=log_tail)
+
+
+class EvaluatorSession:
+    """An agent campaign's evaluator: one ``python -m evaluator serve`` (through
+    ``evaluator.launch.EvaluatorServer``) that evaluates round after round without paying
+    the evaluator's and the sandboxed child's start-up each time (``evaluator.serve``).
+
+    The options every round shares are given here; ``run`` takes one round's job (its
+    bundle, folder and time limit) and returns what ``run_evaluator`` would. The server is
+    started at the first round, and again at the next round after it died or was stopped
+    (a timeout). Use as a context manager, or ``close`` it: it must not outlive the campaign.
+    """
+
+    def __init__(
+        self,
+        *,
+        suite_definition: dict,
+        hardware_slug: str,
+        device: str,
+        work_dir: Path,
+        python: str = "",
+        sandbox_args: list[str] | None = None,
+        extra_args: list[str] | None = None,
+    ) -> None:
+        self.suite_definition = suite_definition
+        self.hardware_slug = hardware_slug
+        self.device = device
+        self.work_dir = Path(work_dir)
+        self.python = python
+        self.sandbox_args = sandbox_args
+        self.extra_args = list(extra_args or [])
+        self.server: EvaluatorServer | None = None
+        self.servers_started = 0
+
+    @property
+    def log_path(self) -> Path:
+        return self.work_dir / "server.log"
+
+    def _server(self) -> EvaluatorServer:
+        if self.server is not None and self.server.alive:
+            return self.server
+        self.close()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        suite_path = self.work_dir / "suite.json"
+        suite_path.write_text(json.dumps(self.suite_definition))
+        arguments = [
+            "--suite",
+            str(suite_path),
+            "--hardware",
+            self.hardware_slug,
+            "--device",
+            self.device,
+            *(sandbox_options() if self.sandbox_args is None else self.sandbox_args),
+            *self.extra_args,
+        ]
+        self.server = EvaluatorServer(
+            "serve", arguments, scratch=self.work_dir, log_path=self.log_path, python=self.python
+        )
+        self.servers_started += 1
+        return self.server
+
+    def run(
+        self,
+        job: EvaluatorJob,
+        *,
+        operators: list[str],
+        on_progress: Callable[[dict], None] | None = None,
+        poll_s: float = 0.5,
+    ) -> EvaluatorOutcome:
+        """Evaluate ``job.bundle_path`` on ``operators`` (one, a campaign's round) with the
+        session's options; ``job``'s suite, device and arguments are not used. Raises
+        EvaluatorTimeout after ``job.timeout_s`` (the server is stopped) and
+        EvaluatorCrashed when the server died without answering."""
+        job.work_dir.mkdir(parents=True, exist_ok=True)
+        for stale in (job.results_path, job.progress_path):
+            stale.unlink(missing_ok=True)
+        reader = ProgressReader(job.progress_path)
+
+        def follow_progress() -> None:
+            if on_progress is None:
+                return
+            for event in reader.read_new():
+                on_progress(event)
+            on_progress({"event": "heartbeat"})
+
+        request = {
+            "bundle": str(job.bundle_path),
+            "operators": ",".join(operators),
+            "out": str(job.results_path),
+            "progress": str(job.progress_path),
+            "log_dir": str(job.work_dir / "results.json.logs"),
+        }
+        server = self._server()
+        try:
+            answer = server.request(
+                request, timeout_s=job.timeout_s, on_poll=follow_progress, poll_s=poll_s
+            )
+        except LaunchTimeout as timeout:
+            raise EvaluatorTimeout(
+                f"The evaluation did not finish within {job.timeout_s:.0f} s and was stopped."
+            ) from timeout
+        except ServerGone as gone:
+            raise EvaluatorCrashed(
+                f"{gone.message}. Last lines of its log:\n{_tail(self.log_path)[-2000:]}"
+            ) from gone
+        return _outcome(job, int(answer.get("exit", 1)), reader, on_progress, self.log_path)
+
+    def close(self) -> None:
+        """Stop the server (and the child it keeps warm), if one runs."""
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+    def __enter__(self) -> EvaluatorSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -49,7 +49,7 @@ def test_the_task_lists_public_shapes_only(suite_with_a_hidden_shape):
 
 
 def test_a_round_is_measured_on_public_shapes_only(suite_with_a_hidden_shape, tmp_path):
-    evaluate = loop.evaluator_for(
+    with loop.evaluator_for(
         suite_definition=suite_with_a_hidden_shape,
         hardware_slug="cpu-dev",
         device="cpu",
@@ -58,8 +58,8 @@ def test_a_round_is_measured_on_public_shapes_only(suite_with_a_hidden_shape, tm
         timeout_s=600,
         extra_args=["--time-budget-s", "0.1"],
         sandbox_args=[],
-    )
-    results = evaluate("rms_norm", RMS_NORM, 1)
+    ) as evaluate:
+        results = evaluate("rms_norm", RMS_NORM, 1)
     feedback = loop.feedback_from_results(results, "rms_norm")
     assert [shape["shape_id"] for shape in feedback["shapes"]] == ["smoke-0", "smoke-2"]
     assert {shape["status"] for shape in feedback["shapes"]} == {"pass"}

@@ -77,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds-per-call", type=float, default=60.0)
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="per evaluation")
     parser.add_argument("--final", action="store_true", help="evaluate the kept kernels")
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="a python -m evaluator run per round instead of the campaign's evaluator server",
+    )
     parser.add_argument("--work-dir", default=None)
     parser.add_argument("--out", default="campaign.json")
     args = parser.parse_args(argv)
@@ -122,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout_s=args.timeout_s,
         extra_args=extra,
         sandbox_args=[],
+        warm=not args.cold,
     )
     out = Path(args.out)
     report: dict[str, Any] = {
@@ -158,23 +164,24 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     kept_sources: dict[str, str] = {}
-    for operator in operators:
-        records = loop.run_operator(
-            spec, operator=operator, client=client, evaluate=evaluate, on_round=on_round
-        )
-        best = loop.best_round(records)
-        if best is not None:
-            kept_sources[operator] = best.source
-            report["kept"][operator] = {"round": best.number, "score": best.score}
-            first = next((r for r in records if r.status == "evaluated"), None)
-            print(
-                f"{operator}: kept round {best.number} ({best.score:.4f}); round 1 gave "
-                f"{(first.score or 0.0) if first else 0.0:.4f}",
-                flush=True,
+    with evaluate:  # its evaluator server stops with the rounds
+        for operator in operators:
+            records = loop.run_operator(
+                spec, operator=operator, client=client, evaluate=evaluate, on_round=on_round
             )
-        else:
-            print(f"{operator}: no round passed every public shape", flush=True)
-        save()
+            best = loop.best_round(records)
+            if best is not None:
+                kept_sources[operator] = best.source
+                report["kept"][operator] = {"round": best.number, "score": best.score}
+                first = next((r for r in records if r.status == "evaluated"), None)
+                print(
+                    f"{operator}: kept round {best.number} ({best.score:.4f}); round 1 gave "
+                    f"{(first.score or 0.0) if first else 0.0:.4f}",
+                    flush=True,
+                )
+            else:
+                print(f"{operator}: no round passed every public shape", flush=True)
+            save()
     report["campaign_wall_s"] = round(time.monotonic() - started, 1)
     if args.final and kept_sources:
         bundle = work / "kept.zip"

@@ -1,0 +1,184 @@
+"""Where the seconds of an agent campaign's rounds go.
+
+Runs ``--rounds`` rounds per operator of one campaign's evaluations through the
+campaign's own evaluator (``agents.loop.evaluator_for``: public shapes only, a fresh
+secret seed each round), each operator's kernel taken from ``--kernels`` (the Triton
+baseline bundle by default), and prints one line per round and the means of round 1 and
+of rounds 2..N:
+
+    python3 bench/agent_round.py --device cpu --rounds 4 [--operators rms_norm,silu_and_mul]
+        [--cold] [--vary] [--agent-s 5] [--json rounds.json]
+
+Columns (seconds, host wall clock):
+
+    process   the round's wall time outside the evaluator's results document: starting
+              ``python -m evaluator run`` (interpreter, imports) and writing its results,
+              or, warm, handing the round to the campaign's evaluator server and back
+    runner    the evaluator outside the operator's child: suite and bundle, the sandbox
+              probe, the environment digest, the results document
+    child     the child's start-up left when its job came (sandbox, interpreter, torch,
+              the device, the profiler), and the operator's reference and the integrity
+              snapshot (``start`` + ``harness``; what was warmed ahead is not in it)
+    import    the candidate's import
+    compile   the first correctness call of each shape (Triton compiles happen there)
+    checks    the other correctness work: inputs, candidate and reference calls, comparison,
+              the fallback monitor's report
+    timing    the timed calls of the candidate and the reference, and their checks
+    other     the child's remaining time: records, tear-down
+    total     the round as the campaign waits for it
+
+``--cold`` uses the per-round ``python -m evaluator run`` (one process per round, every
+cost paid again), the default is the campaign's warm evaluator where there is one.
+``--vary`` changes the kernel's source every round (a comment), as an agent's revision
+would, so that no compiled kernel is reused; without it every round sends the same source.
+``--agent-s`` waits that long before each round, as an agent writing its next kernel
+would (not counted in the round).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from where_time_goes import operator_phases  # noqa: E402
+
+from agents import loop  # noqa: E402
+from evaluator.suite import SUITES_DIR  # noqa: E402
+
+COLUMNS = ("process", "runner", "child", "import", "compile", "checks", "timing", "other")
+
+
+def round_phases(results: dict[str, Any], total_s: float) -> dict[str, float]:
+    """One round's seconds by column (see the module docstring)."""
+    row = {name: 0.0 for name in COLUMNS}
+    children = 0.0
+    for entry in results.get("operators") or []:
+        if entry.get("wall_s") is None:
+            continue
+        children += float(entry["wall_s"])
+        phases = operator_phases(entry)
+        row["child"] += phases["start"] + phases["harness"]
+        row["import"] += phases["import"]
+        row["compile"] += phases["compile"]
+        row["checks"] += sum(
+            phases[k] for k in ("setup", "inputs", "candidate", "reference", "compare", "fb_report")
+        )
+        row["timing"] += phases["timing"] + phases["t_reference"] + phases["t_checks"]
+        row["other"] += phases["io"] + phases["exit"] + phases["variants"]
+    run_wall = float(results.get("wall_s") or 0.0)
+    row["runner"] = max(0.0, run_wall - children)
+    row["process"] = max(0.0, total_s - run_wall)
+    row["total"] = total_s
+    return {k: round(v, 3) for k, v in row.items()}
+
+
+def statuses(results: dict[str, Any]) -> str:
+    error = results.get("error")
+    if error:
+        return f"error {error.get('code')}"
+    counts: dict[str, int] = {}
+    for entry in results.get("operators") or []:
+        for shape in entry.get("shapes") or []:
+            counts[shape["status"]] = counts.get(shape["status"], 0) + 1
+    return ",".join(f"{k}:{v}" for k, v in sorted(counts.items()))
+
+
+def line(label: str, row: dict[str, float], note: str = "") -> str:
+    cells = " ".join(f"{row[c]:8.2f}" for c in (*COLUMNS, "total"))
+    return f"{label:<26s} {cells}  {note}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--suite", default="atrex-bench-v0.1")
+    parser.add_argument("--hardware", default=None)
+    parser.add_argument("--shapes", default=None, choices=("smoke", "full"))
+    parser.add_argument("--operators", default="rms_norm,silu_and_mul")
+    parser.add_argument("--kernels", type=Path, default=ROOT / "examples/bundles/triton-baseline")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--time-budget-s", type=float, default=0.1)
+    parser.add_argument("--cold", action="store_true", help="one evaluator process per round")
+    parser.add_argument("--vary", action="store_true", help="a changed source every round")
+    parser.add_argument(
+        "--agent-s",
+        type=float,
+        default=0.0,
+        help="seconds the agent takes to answer between rounds (default 0: an instant agent)",
+    )
+    parser.add_argument("--json", type=Path, default=None, help="write every round here")
+    args = parser.parse_args()
+
+    hardware = args.hardware or ("h200-sxm" if args.device == "cuda" else "cpu-dev")
+    shape_set = args.shapes or ("full" if args.device == "cuda" else "smoke")
+    path = Path(args.suite) if Path(args.suite).is_file() else SUITES_DIR / f"{args.suite}.json"
+    definition = json.loads(path.read_text(encoding="utf-8"))
+    operators = [op.strip() for op in args.operators.split(",") if op.strip()]
+    options: dict[str, Any] = {}
+    if "warm" in inspect.signature(loop.evaluator_for).parameters:
+        options["warm"] = not args.cold
+    mode = "cold" if args.cold or "warm" not in options else "warm"
+    rows: list[dict[str, Any]] = []
+    head = f"{'round':<26s} " + " ".join(f"{c:>8s}" for c in (*COLUMNS, "total"))
+    print(
+        f"{mode} evaluator, {args.device}, {args.suite} {shape_set} public shapes, "
+        f"agent {args.agent_s:g} s"
+    )
+    print(head)
+    with tempfile.TemporaryDirectory(prefix="atrex-agent-round-") as work:
+        evaluate = loop.evaluator_for(
+            suite_definition=definition,
+            hardware_slug=hardware,
+            device=args.device,
+            shape_set=shape_set,
+            work_root=Path(work),
+            timeout_s=1800,
+            extra_args=["--time-budget-s", str(args.time_budget_s)],
+            sandbox_args=[],
+            **options,
+        )
+        try:
+            for operator in operators:
+                source = (args.kernels / f"{operator}.py").read_text(encoding="utf-8")
+                for number in range(1, args.rounds + 1):
+                    text = source + (f"\n# revision {number}\n" if args.vary else "")
+                    time.sleep(args.agent_s)
+                    started = time.monotonic()
+                    results = evaluate(operator, text, number)
+                    total = time.monotonic() - started
+                    row = round_phases(results, total)
+                    outcome = statuses(results)
+                    rows.append({"operator": operator, "round": number, "statuses": outcome, **row})
+                    print(line(f"{operator} {number}", row, outcome), flush=True)
+        finally:
+            close = getattr(evaluate, "close", None)
+            if close is not None:
+                close()
+    print()
+    for label, chosen in (
+        ("round 1 (mean)", [r for r in rows if r["round"] == 1]),
+        ("rounds 2..N (mean)", [r for r in rows if r["round"] > 1]),
+    ):
+        if chosen:
+            mean = {c: statistics.fmean(r[c] for r in chosen) for c in (*COLUMNS, "total")}
+            print(line(label, mean, f"{len(chosen)} round(s)"))
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps({"mode": mode, "device": args.device, "rounds": rows}, indent=1) + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
