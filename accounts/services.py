@@ -106,8 +106,7 @@ def api_token_authenticate(*, secret: str) -> ApiToken | None:
     """The active token whose secret this is (with its user loaded), else None: from the
     shared cache, or the database (then kept, and marked used). See the module."""
     digest = token_digest(secret)
-    key = _cache_key(digest)
-    token = cache.get(key)
+    token = cache.get(_cache_key(digest))
     if token == _REVOKED:
         return None
     if token is None:
@@ -124,8 +123,14 @@ def api_token_authenticate(*, secret: str) -> ApiToken | None:
         ):
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
             token.last_used_at = now
-        cache.add(key, token, TOKEN_CACHE_S)  # never over a revoke's tombstone
+        _keep(digest, token)
     return token if token.is_active else None
+
+
+def _keep(digest: str, token: ApiToken) -> None:
+    """Keep a token read from the database; never over a revoke's tombstone, even one
+    written after it was read."""
+    cache.add(_cache_key(digest), token, TOKEN_CACHE_S)
 
 
 def _forget(digests: list[str]) -> None:
