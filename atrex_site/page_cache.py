@@ -74,7 +74,7 @@ KEEP_FACTOR = 60
 HEADER_S = 60.0
 HEADERS_KEPT = 4096
 _HEADERS: dict[tuple, tuple[float, str]] = {}
-# Signed-in readers kept per process (see _reader).
+# Signed-in readers kept per process (see session_reader).
 READER_S = 10.0
 _READERS: dict[tuple, tuple[float, Any]] = {}
 _CSRF_PLACEHOLDER = "atrex-csrf-token-placeholder"
@@ -137,9 +137,13 @@ def _build(key: str, generation: int, build: Callable[[], Any], seconds: int) ->
     """Run ``build`` (the caller holds the lock) and store its result unless not shared."""
     built_at = time.time()
     value = build()
-    if isinstance(value, _NotShared):
-        return value.value, False
     current = cache.get(key)
+    if isinstance(value, _NotShared):
+        # What was shared is no longer (made private, unpublished, gone): its older copy
+        # must not go on being served meanwhile (stale while revalidate) to other readers.
+        if current is not None and current[0] < generation:
+            cache.delete(key)
+        return value.value, False
     # A slower build of an older generation never replaces a newer one's copy.
     if current is None or current[0] <= generation:
         cache.set(key, (generation, built_at, value), seconds * KEEP_FACTOR)
@@ -284,14 +288,15 @@ def _personal_header(request: HttpRequest, user: Any) -> str | None:
     return header
 
 
-def _reader(request: HttpRequest) -> Any:
+def session_reader(request: HttpRequest) -> Any:
     """``request.user`` as Django's ``get_user`` finds it, without its database query on
     most requests: the user found for this session's (user id, password hash, backend) is
     kept in this process for ``READER_S`` seconds. The session itself is read on every
     request, so a log-out counts at once; a change to the account (deactivated, renamed,
-    made staff, a new password) reaches these pages' header and choices within
-    ``READER_S``. Used only to serve shared copies: a page built for the reader sees
-    ``request.user`` itself."""
+    made staff, a new password) reaches these pages' header and choices, and the API's
+    reads by session (``atrex_site.api.authentication``), within ``READER_S``. Used to
+    serve shared copies and safe API requests: a page built for the reader, and every
+    write, sees ``request.user`` itself."""
     session = request.session
     key = (
         session.get(SESSION_KEY),
@@ -312,25 +317,39 @@ def _reader(request: HttpRequest) -> Any:
     return user
 
 
+_KEPT_PER_PROCESS: list[dict] = [_READERS, _HEADERS]
+
+
+def kept_per_process(memo: dict) -> dict:
+    """Register a dict that a module keeps per process about readers (``forget_readers``
+    empties it too); returns it."""
+    _KEPT_PER_PROCESS.append(memo)
+    return memo
+
+
 def forget_readers() -> None:
-    """Drop the readers and headers this process keeps (tests)."""
-    _READERS.clear()
-    _HEADERS.clear()
+    """Drop the readers, headers and whatever else ``kept_per_process`` this process
+    keeps (tests)."""
+    for memo in _KEPT_PER_PROCESS:
+        memo.clear()
+
+
+_HEADER_OPEN_BYTES, _HEADER_CLOSE_BYTES = HEADER_OPEN.encode(), HEADER_CLOSE.encode()
 
 
 def _with_header(kept: Any, request: HttpRequest, user: Any) -> Any | None:
-    """The shared copy with this reader's site header, or None when it cannot be made."""
+    """The shared copy with this reader's site header, or None when it cannot be made.
+    (Spliced as bytes: the page, UTF-8 like every page of the site, is not decoded.)"""
     status, headers, content = kept
     if not headers.get("Content-Type", "").startswith("text/html"):
         return kept  # a download: no header, the same bytes for everyone
-    page = content.decode()
-    start = page.find(HEADER_OPEN)
-    end = page.find(HEADER_CLOSE, start)
+    start = content.find(_HEADER_OPEN_BYTES)
+    end = content.find(_HEADER_CLOSE_BYTES, start)
     header = _personal_header(request, user)
     if start < 0 or end < 0 or header is None:
         return None
-    page = page[:start] + header + page[end + len(HEADER_CLOSE) :]
-    return status, headers, page.encode()
+    page = content[:start] + header.encode() + content[end + len(_HEADER_CLOSE_BYTES) :]
+    return status, headers, page
 
 
 def shared_page(
@@ -355,7 +374,7 @@ def shared_page(
             # sign anyone in to a page).
             kept, state = _shared_page(view, request, args, kwargs)
             return _response(kept, state)
-        user = _reader(request)
+        user = session_reader(request)
         if (
             user.is_staff
             or len(get_messages(request))
