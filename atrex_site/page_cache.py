@@ -54,7 +54,8 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.messages import get_messages
 from django.core.cache import cache
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
 
@@ -133,17 +134,27 @@ def _fresh(entry: tuple[int, float, Any] | None, generation: int, seconds: int) 
     return entry is not None and entry[0] == generation and time.time() - entry[1] < seconds
 
 
+def _drop_older(key: str, generation: int) -> None:
+    """What was shared is no longer (made private, unpublished, gone): its copy of an older
+    generation must not go on being served (stale while revalidate) to other readers while
+    other requests build."""
+    current = cache.get(key)
+    if current is not None and current[0] < generation:
+        cache.delete(key)
+
+
 def _build(key: str, generation: int, build: Callable[[], Any], seconds: int) -> tuple[Any, bool]:
     """Run ``build`` (the caller holds the lock) and store its result unless not shared."""
     built_at = time.time()
-    value = build()
-    current = cache.get(key)
+    try:
+        value = build()
+    except (Http404, PermissionDenied):
+        _drop_older(key, generation)
+        raise
     if isinstance(value, _NotShared):
-        # What was shared is no longer (made private, unpublished, gone): its older copy
-        # must not go on being served meanwhile (stale while revalidate) to other readers.
-        if current is not None and current[0] < generation:
-            cache.delete(key)
+        _drop_older(key, generation)
         return value.value, False
+    current = cache.get(key)
     # A slower build of an older generation never replaces a newer one's copy.
     if current is None or current[0] <= generation:
         cache.set(key, (generation, built_at, value), seconds * KEEP_FACTOR)
