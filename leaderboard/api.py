@@ -461,11 +461,10 @@ def _comparison_body(*, ids: list[int], user: Any) -> dict[str, Any] | Response:
     own submissions in it, or an error) as a response, which is not shared."""
     try:
         submissions = comparison_submissions(ids=ids, user=user)
+        if not comparison_shareable(submissions=submissions, user=user):
+            body = submissions_compare(submissions=submissions, user=user)
+            return Response(ComparisonSerializer(body).data)
+        body = submissions_compare(submissions=submissions, user=AnonymousUser())
     except ComparisonError as error:
         return error_response(detail=str(error), code=error.code, status=error.status)
-    if not comparison_shareable(submissions=submissions, user=user):
-        return Response(
-            ComparisonSerializer(submissions_compare(submissions=submissions, user=user)).data
-        )
-    body = submissions_compare(submissions=submissions, user=AnonymousUser())
     return ComparisonSerializer(body).data

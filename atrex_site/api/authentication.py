@@ -6,6 +6,7 @@ requests), and HTTP Basic (only where a view allows it) under the log-in lockout
 from __future__ import annotations
 
 from django.conf import settings
+from drf_spectacular.authentication import SessionScheme
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import (
@@ -101,6 +102,12 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
             "name": "Authorization",
             "description": "`Token <token>` (`POST /api/tokens/` creates one)",
         }
+
+
+class ReaderSessionScheme(SessionScheme):
+    """The schema's security scheme for ``ReaderSessionAuthentication``: DRF's session's."""
+
+    target_class = ReaderSessionAuthentication
 
 
 class LockoutBasicScheme(OpenApiAuthenticationExtension):
