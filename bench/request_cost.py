@@ -15,10 +15,12 @@ handler, every middleware, DRF's authentication, throttling and negotiation, the
 the response's closing (``request_finished``). Only the HTTP parsing is left out.
 
 Per endpoint × viewer, after ``--warmup`` requests (the shared copies built, the per-process
-readers and headers kept), ``--requests`` more are timed one at a time:
+readers and headers kept), ``--requests`` more are timed one at a time, in ``--rounds``
+rounds that take every endpoint × viewer in turn (so that they share the machine's moods):
 
 * CPU ms: ``time.process_time`` of the request (this process's CPU, whatever else runs on
-  the machine), median and 90th percentile;
+  the machine), median, 10th percentile (the least disturbed by other work on the cores,
+  which still slows a request's CPU a little: caches, clock) and 90th;
 * wall ms: median (includes the waits for PostgreSQL and Redis, which do depend on load);
 * SQL queries and Redis round trips (one per command sent, one per pipeline) of a request,
   median;
@@ -129,38 +131,64 @@ def serve(handler: Any, path: str, headers: dict[str, str]) -> tuple[str, dict[s
     return answer["status"], answer["headers"], body
 
 
-def measure(
-    handler: Any, counters: Counters, path: str, headers: dict[str, str], *, warmup: int, n: int
-) -> dict[str, Any]:
-    """Figures of ``n`` timed requests after ``warmup`` untimed ones."""
-    for _ in range(warmup):
-        status, _headers, _body = serve(handler, path, headers)
-        if not status.startswith("200"):
-            raise RuntimeError(f"{path}: HTTP {status}")
-    cpu, wall, queries, trips, answered = [], [], [], [], {}
-    for _ in range(n):
+class Row:
+    """The samples of one endpoint × viewer."""
+
+    def __init__(self, name: str, viewer: str, path: str, headers: dict[str, str]) -> None:
+        self.name, self.viewer, self.path, self.headers = name, viewer, path, headers
+        self.cpu: list[float] = []
+        self.wall: list[float] = []
+        self.queries: list[int] = []
+        self.trips: list[int] = []
+        self.answered: dict[str, int] = {}
+        self.body = b""
+
+    def sample(self, handler: Any, counters: Counters) -> None:
         counters.reset()
         started_cpu, started_wall = time.process_time(), time.perf_counter()
-        status, response_headers, body = serve(handler, path, headers)
-        cpu.append((time.process_time() - started_cpu) * 1e3)
-        wall.append((time.perf_counter() - started_wall) * 1e3)
-        queries.append(counters.queries)
-        trips.append(counters.trips)
+        status, response_headers, self.body = serve(handler, self.path, self.headers)
+        self.cpu.append((time.process_time() - started_cpu) * 1e3)
+        self.wall.append((time.perf_counter() - started_wall) * 1e3)
+        self.queries.append(counters.queries)
+        self.trips.append(counters.trips)
         how = response_headers.get("X-Atrex-Cache", "-")
-        answered[how] = answered.get(how, 0) + 1
+        self.answered[how] = self.answered.get(how, 0) + 1
         if not status.startswith("200"):
-            raise RuntimeError(f"{path}: HTTP {status}")
-    deciles = statistics.quantiles(cpu, n=10, method="inclusive")
-    return {
-        "cpu_ms": statistics.median(cpu),
-        "cpu_p90_ms": deciles[8],
-        "wall_ms": statistics.median(wall),
-        "queries": statistics.median(queries),
-        "trips": statistics.median(trips),
-        "answered": answered,
-        "bytes": len(body),
-        "body": body,
-    }
+            raise RuntimeError(f"{self.path}: HTTP {status}")
+
+    def figures(self) -> dict[str, Any]:
+        deciles = statistics.quantiles(self.cpu, n=10, method="inclusive")
+        return {
+            "endpoint": self.name,
+            "viewer": self.viewer,
+            "cpu_ms": statistics.median(self.cpu),
+            "cpu_p10_ms": deciles[0],
+            "cpu_p90_ms": deciles[8],
+            "wall_ms": statistics.median(self.wall),
+            "queries": statistics.median(self.queries),
+            "trips": statistics.median(self.trips),
+            "answered": self.answered,
+            "bytes": len(self.body),
+        }
+
+
+def measure(
+    handler: Any, counters: Counters, rows: list[Row], *, warmup: int, n: int, rounds: int
+) -> None:
+    """``warmup`` untimed requests per row, then ``n`` timed ones per row in ``rounds``
+    rounds that take every row in turn, so that the rows share the machine's moods (other
+    work on its cores changes the CPU time of a request too, if far less than its wall
+    time)."""
+    for row in rows:
+        for _ in range(warmup):
+            status, _headers, _body = serve(handler, row.path, row.headers)
+            if not status.startswith("200"):
+                raise RuntimeError(f"{row.path}: HTTP {status}")
+    per_round = max(1, n // rounds)
+    for _ in range(rounds):
+        for row in rows:
+            for _ in range(per_round):
+                row.sample(handler, counters)
 
 
 def _package(filename: str) -> str:
@@ -216,6 +244,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200, help="timed requests per row")
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=10, help="rounds over every row")
     parser.add_argument("--profile", type=int, default=30, help="profiled requests per row")
     parser.add_argument("--top", type=int, default=8, help="functions shown per profile")
     parser.add_argument("--endpoints", default=",".join(ENDPOINTS))
@@ -258,38 +287,32 @@ def main() -> int:
     counters.install()
     print(f"database {board_load.DB_NAME}; cache {settings.CACHES['default']['BACKEND']}; "
           f"sessions {settings.SESSION_ENGINE}")  # fmt: skip
-    print(f"{args.warmup} warm-up, {args.requests} timed and {args.profile} profiled requests "
-          f"per row, one at a time, in-process (WSGI handler); load average "
-          f"{os.getloadavg()[0]:.1f} at the start\n")  # fmt: skip
-    rows, profiles = [], []
-    for name in wanted:
-        for viewer in viewers:
-            figures = measure(
-                handler, counters, paths[name], headers[viewer],
-                warmup=args.warmup, n=args.requests,
-            )  # fmt: skip
-            body = figures.pop("body")
-            page = not paths[name].startswith("/api/")
-            if viewer == "session" and page and board_load.READER.encode() not in body:
-                raise RuntimeError(f"{name}: the signed-in reader's name is not on the page")
-            if viewer != "session" and board_load.READER.encode() in body:
-                raise RuntimeError(f"{name}: the reader's name in a response without a session")
-            shares, functions, cumulative = profile(
-                handler, paths[name], headers[viewer], n=args.profile, top=args.top
-            )
-            rows.append({"endpoint": name, "viewer": viewer, **figures})
-            profiles.append((name, viewer, shares, functions, cumulative))
-            print(f"  {name:<12}{viewer:<10} cpu {figures['cpu_ms']:6.2f} ms "
-                  f"(p90 {figures['cpu_p90_ms']:6.2f})  wall {figures['wall_ms']:6.2f} ms  "
-                  f"queries {figures['queries']:g}  redis {figures['trips']:g}  "
-                  f"{figures['answered']}", flush=True)  # fmt: skip
-    print("\n| endpoint | viewer | CPU ms (median / p90) | wall ms | SQL queries | Redis trips "
-          "| answered |\n|---|---|---|---|---|---|---|")  # fmt: skip
+    print(f"{args.warmup} warm-up, {args.requests} timed (in {args.rounds} rounds over every "
+          f"row) and {args.profile} profiled requests per row, one at a time, in-process (WSGI "
+          f"handler); load average {os.getloadavg()[0]:.1f} at the start\n")  # fmt: skip
+    rows = [
+        Row(name, viewer, paths[name], headers[viewer]) for name in wanted for viewer in viewers
+    ]
+    measure(handler, counters, rows, warmup=args.warmup, n=args.requests, rounds=args.rounds)
     for row in rows:
+        page = not row.path.startswith("/api/")
+        if row.viewer == "session" and page and board_load.READER.encode() not in row.body:
+            raise RuntimeError(f"{row.name}: the signed-in reader's name is not on the page")
+        if row.viewer != "session" and board_load.READER.encode() in row.body:
+            raise RuntimeError(f"{row.name}: the reader's name in a response without a session")
+    figures = [row.figures() for row in rows]
+    profiles = [
+        (row.name, row.viewer, *profile(handler, row.path, row.headers, n=args.profile,
+                                        top=args.top))
+        for row in rows
+    ]  # fmt: skip
+    print("| endpoint | viewer | CPU ms median (p10 / p90) | wall ms | SQL queries "
+          "| Redis trips | answered |\n|---|---|---|---|---|---|---|")  # fmt: skip
+    for row in figures:
         answered = ", ".join(f"{k} {v}" for k, v in row["answered"].items())
-        print(f"| {row['endpoint']} | {row['viewer']} | {row['cpu_ms']:.2f} / "
-              f"{row['cpu_p90_ms']:.2f} | {row['wall_ms']:.2f} | {row['queries']:g} | "
-              f"{row['trips']:g} | {answered} |")  # fmt: skip
+        print(f"| {row['endpoint']} | {row['viewer']} | {row['cpu_ms']:.2f} "
+              f"({row['cpu_p10_ms']:.2f} / {row['cpu_p90_ms']:.2f}) | {row['wall_ms']:.2f} | "
+              f"{row['queries']:g} | {row['trips']:g} | {answered} |")  # fmt: skip
     print(f"\nCPU profiles ({args.profile} requests each, cProfile timed by process_time, "
           "which inflates them: compare shares, not sums): tottime shares by package, then "
           "the functions with the most tottime and the request machinery's cumulative time, "
@@ -305,7 +328,7 @@ def main() -> int:
             print(f"    {ms:6.3f} ms {calls:>5}x  {function}")
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+        Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
     return 0
 
 
