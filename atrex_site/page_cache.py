@@ -370,9 +370,9 @@ def shared_page(
 ) -> Any:
     """Serve a Django view's GET from the shared copy (see the module), to every reader
     for whom the page differs only in the site header. ``personal(reader, *args,
-    **kwargs)``: True when the page could show this signed-in reader more (their own
-    submission); the page is then built for them alone. Staff always are. Use as
-    ``shared_page(view)`` or ``shared_page(view, personal=...)``."""
+    request=request, **kwargs)``: True when the page could show this signed-in reader more
+    (their own submission); the page is then built for them alone. Staff always are. Use
+    as ``shared_page(view)`` or ``shared_page(view, personal=...)``."""
     if view is None:
         return lambda inner: shared_page(inner, personal=personal)
 
@@ -389,7 +389,11 @@ def shared_page(
         if (
             user.is_staff
             or len(get_messages(request))
-            or (user.is_authenticated and personal and personal(user, *args, **kwargs))
+            or (
+                user.is_authenticated
+                and personal
+                and personal(user, *args, request=request, **kwargs)
+            )
         ):
             return view(request, *args, **kwargs)
         kept, state = _shared_page(view, request, args, kwargs)

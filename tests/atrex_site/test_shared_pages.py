@@ -77,9 +77,12 @@ def test_the_shared_page_is_the_page_built_for_the_reader(client, catalogue, ali
     """A page that shows a reader more than the site header (their own row, a control)
     must say so (``shared_page(view, personal=...)``): this fails where it does not."""
     row = publish_row(owner=alice, suite=catalogue, title="alice's kernels", fraction=0.3)
+    other = publish_row(owner=UserFactory(), suite=catalogue, title="other's", fraction=0.2)
     urls = [
         _board_url(catalogue),
         reverse("submissions:detail", args=[row.pk]),
+        reverse("leaderboard:compare") + f"?submissions={row.pk},{other.pk}",
+        reverse("leaderboard:compare") + f"?submissions={other.pk}",  # the form
         reverse("leaderboard:history") + f"?suite={catalogue.slug}&hardware=cpu-dev",
         reverse("leaderboard:operator", args=["rms_norm"])
         + f"?suite={catalogue.slug}&hardware=cpu-dev",
@@ -310,3 +313,30 @@ def test_a_log_out_counts_at_once_even_with_the_old_session_cookie(client, catal
     page = client.get(_board_url(catalogue))
     assert page.status_code == 200
     assert b"Log out (bob-reader)" not in page.content and b"Log in" in page.content
+
+
+def test_the_compare_page_is_shared_but_the_form_and_ones_own_are_built_for_the_reader(
+    client, catalogue, alice, bob
+):
+    mine = publish_row(owner=bob, suite=catalogue, title="bob's private", fraction=0.5)
+    Submission.objects.filter(pk=mine.pk).update(visibility="private")
+    first = publish_row(owner=alice, suite=catalogue, title="slow", fraction=0.2)
+    second = publish_row(owner=alice, suite=catalogue, title="fast", fraction=0.4)
+    page_cache.board_changed()
+    compared = reverse("leaderboard:compare") + f"?submissions={first.pk},{second.pk}"
+    form = reverse("leaderboard:compare") + f"?submissions={first.pk}"
+    assert client.get(compared)["X-Atrex-Cache"] == "miss"
+    client.force_login(bob)
+    shared = client.get(compared)
+    assert shared["X-Atrex-Cache"] == "hit" and b"Log out (bob-reader)" in shared.content
+    own_form = client.get(form)  # lists his own (private) submission to tick
+    assert "X-Atrex-Cache" not in own_form and b"bob&#x27;s private" in own_form.content
+    own_comparison = client.get(
+        reverse("leaderboard:compare") + f"?submissions={mine.pk},{first.pk}"
+    )
+    assert own_comparison.status_code == 200 and "X-Atrex-Cache" not in own_comparison
+    client.force_login(alice)
+    assert "X-Atrex-Cache" not in client.get(compared)  # her own submissions
+    client.logout()
+    for url in (form, reverse("leaderboard:compare") + f"?submissions={mine.pk},{first.pk}"):
+        assert b"bob&#x27;s private" not in client.get(url).content
