@@ -77,7 +77,9 @@ class _OneTripThrottle(SimpleRateThrottle):
             return True
         redis = client()
         allowed, wait_s = _sliding_log(redis)(
-            keys=[cache.make_key(self.key)],
+            # Not DRF's key: a process still counting DRF's way (a rolling deploy) would
+            # find a sorted set where it expects a list, and fail.
+            keys=[cache.make_key(f"sliding-log:{self.key}")],
             args=[self.num_requests, self.duration, uuid.uuid4().hex],
             client=redis,
         )
