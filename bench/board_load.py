@@ -3,7 +3,7 @@ clients, for readers without credentials, signed-in readers and API-token client
 without a new score published every few seconds.
 
     python bench/board_load.py [--submissions 10000] [--reseed] [--clients 50]
-        [--duration-s 20] [--max-requests 3000] [--workers 2]
+        [--duration-s 20] [--max-requests 30000] [--workers 2]
         [--endpoints board,api-board,submission,api-compare] [--viewers anonymous,session,token]
         [--publish-every-s 10] [--publish off|on|both]
 
@@ -542,13 +542,13 @@ def main() -> int:
     loader.add_argument("url")
     loader.add_argument("--clients", type=int, default=50)
     loader.add_argument("--duration-s", type=float, default=20)
-    loader.add_argument("--max-requests", type=int, default=3000)
+    loader.add_argument("--max-requests", type=int, default=30000)
     loader.add_argument("--headers", default="{}", help="request headers as a JSON object")
     parser.add_argument("--submissions", type=int, default=10_000)
     parser.add_argument("--reseed", action="store_true")
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--duration-s", type=float, default=20)
-    parser.add_argument("--max-requests", type=int, default=3000)
+    parser.add_argument("--max-requests", type=int, default=30000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
         "--endpoints",
