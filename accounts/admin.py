@@ -1,7 +1,7 @@
 from django.contrib import admin
-from django.utils import timezone
 
 from .models import ApiToken, LoginFailure
+from .services import api_tokens_revoke
 
 
 @admin.register(ApiToken)
@@ -37,7 +37,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request, queryset) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        count = api_tokens_revoke(tokens=queryset)
         self.message_user(request, f"{count} token(s) revoked.")
 
 

@@ -54,7 +54,8 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.messages import get_messages
 from django.core.cache import cache
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
 
@@ -74,7 +75,7 @@ KEEP_FACTOR = 60
 HEADER_S = 60.0
 HEADERS_KEPT = 4096
 _HEADERS: dict[tuple, tuple[float, str]] = {}
-# Signed-in readers kept per process (see _reader).
+# Signed-in readers kept per process (see session_reader).
 READER_S = 10.0
 _READERS: dict[tuple, tuple[float, Any]] = {}
 _CSRF_PLACEHOLDER = "atrex-csrf-token-placeholder"
@@ -133,11 +134,25 @@ def _fresh(entry: tuple[int, float, Any] | None, generation: int, seconds: int) 
     return entry is not None and entry[0] == generation and time.time() - entry[1] < seconds
 
 
+def _drop_older(key: str, generation: int) -> None:
+    """What was shared is no longer (made private, unpublished, gone): its copy of an older
+    generation must not go on being served (stale while revalidate) to other readers while
+    other requests build."""
+    current = cache.get(key)
+    if current is not None and current[0] < generation:
+        cache.delete(key)
+
+
 def _build(key: str, generation: int, build: Callable[[], Any], seconds: int) -> tuple[Any, bool]:
     """Run ``build`` (the caller holds the lock) and store its result unless not shared."""
     built_at = time.time()
-    value = build()
+    try:
+        value = build()
+    except (Http404, PermissionDenied):
+        _drop_older(key, generation)
+        raise
     if isinstance(value, _NotShared):
+        _drop_older(key, generation)
         return value.value, False
     current = cache.get(key)
     # A slower build of an older generation never replaces a newer one's copy.
@@ -284,14 +299,15 @@ def _personal_header(request: HttpRequest, user: Any) -> str | None:
     return header
 
 
-def _reader(request: HttpRequest) -> Any:
+def session_reader(request: HttpRequest) -> Any:
     """``request.user`` as Django's ``get_user`` finds it, without its database query on
     most requests: the user found for this session's (user id, password hash, backend) is
     kept in this process for ``READER_S`` seconds. The session itself is read on every
     request, so a log-out counts at once; a change to the account (deactivated, renamed,
-    made staff, a new password) reaches these pages' header and choices within
-    ``READER_S``. Used only to serve shared copies: a page built for the reader sees
-    ``request.user`` itself."""
+    made staff, a new password) reaches these pages' header and choices, and the API's
+    reads by session (``atrex_site.api.authentication``), within ``READER_S``. Used to
+    serve shared copies and safe API requests: a page built for the reader, and every
+    write, sees ``request.user`` itself."""
     session = request.session
     key = (
         session.get(SESSION_KEY),
@@ -312,25 +328,39 @@ def _reader(request: HttpRequest) -> Any:
     return user
 
 
+_KEPT_PER_PROCESS: list[dict] = [_READERS, _HEADERS]
+
+
+def kept_per_process(memo: dict) -> dict:
+    """Register a dict that a module keeps per process about readers (``forget_readers``
+    empties it too); returns it."""
+    _KEPT_PER_PROCESS.append(memo)
+    return memo
+
+
 def forget_readers() -> None:
-    """Drop the readers and headers this process keeps (tests)."""
-    _READERS.clear()
-    _HEADERS.clear()
+    """Drop the readers, headers and whatever else ``kept_per_process`` this process
+    keeps (tests)."""
+    for memo in _KEPT_PER_PROCESS:
+        memo.clear()
+
+
+_HEADER_OPEN_BYTES, _HEADER_CLOSE_BYTES = HEADER_OPEN.encode(), HEADER_CLOSE.encode()
 
 
 def _with_header(kept: Any, request: HttpRequest, user: Any) -> Any | None:
-    """The shared copy with this reader's site header, or None when it cannot be made."""
+    """The shared copy with this reader's site header, or None when it cannot be made.
+    (Spliced as bytes: the page, UTF-8 like every page of the site, is not decoded.)"""
     status, headers, content = kept
     if not headers.get("Content-Type", "").startswith("text/html"):
         return kept  # a download: no header, the same bytes for everyone
-    page = content.decode()
-    start = page.find(HEADER_OPEN)
-    end = page.find(HEADER_CLOSE, start)
+    start = content.find(_HEADER_OPEN_BYTES)
+    end = content.find(_HEADER_CLOSE_BYTES, start)
     header = _personal_header(request, user)
     if start < 0 or end < 0 or header is None:
         return None
-    page = page[:start] + header + page[end + len(HEADER_CLOSE) :]
-    return status, headers, page.encode()
+    page = content[:start] + header.encode() + content[end + len(_HEADER_CLOSE_BYTES) :]
+    return status, headers, page
 
 
 def shared_page(
@@ -340,9 +370,9 @@ def shared_page(
 ) -> Any:
     """Serve a Django view's GET from the shared copy (see the module), to every reader
     for whom the page differs only in the site header. ``personal(reader, *args,
-    **kwargs)``: True when the page could show this signed-in reader more (their own
-    submission); the page is then built for them alone. Staff always are. Use as
-    ``shared_page(view)`` or ``shared_page(view, personal=...)``."""
+    request=request, **kwargs)``: True when the page could show this signed-in reader more
+    (their own submission); the page is then built for them alone. Staff always are. Use
+    as ``shared_page(view)`` or ``shared_page(view, personal=...)``."""
     if view is None:
         return lambda inner: shared_page(inner, personal=personal)
 
@@ -355,11 +385,15 @@ def shared_page(
             # sign anyone in to a page).
             kept, state = _shared_page(view, request, args, kwargs)
             return _response(kept, state)
-        user = _reader(request)
+        user = session_reader(request)
         if (
             user.is_staff
             or len(get_messages(request))
-            or (user.is_authenticated and personal and personal(user, *args, **kwargs))
+            or (
+                user.is_authenticated
+                and personal
+                and personal(user, *args, request=request, **kwargs)
+            )
         ):
             return view(request, *args, **kwargs)
         kept, state = _shared_page(view, request, args, kwargs)

@@ -30,3 +30,8 @@ class RedisCache(DjangoRedisCache):
     def __init__(self, server: Any, params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = _ReusedClient
+
+    def redis_client(self) -> Any:
+        """The ``redis.Redis`` client of this cache's primary, for what the cache's API
+        cannot say in one round trip (atrex_site/api/throttling.py)."""
+        return self._cache.get_client(write=True)

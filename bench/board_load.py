@@ -3,7 +3,7 @@ clients, for readers without credentials, signed-in readers and API-token client
 without a new score published every few seconds.
 
     python bench/board_load.py [--submissions 10000] [--reseed] [--clients 50]
-        [--duration-s 20] [--max-requests 3000] [--workers 2]
+        [--duration-s 20] [--max-requests 30000] [--workers 2]
         [--endpoints board,api-board,submission,api-compare] [--viewers anonymous,session,token]
         [--publish-every-s 10] [--publish off|on|both]
 
@@ -185,6 +185,7 @@ class Seeder:
             for sub, run in zip(subs, runs, strict=True):
                 skill = rng.betavariate(2, 8)
                 per_op: dict[str, list[float]] = {}
+                op_passes: dict[str, int] = {}
                 passes = fallbacks = 0
                 for shape in shapes:
                     status = rng.choice(STATUSES)
@@ -193,16 +194,23 @@ class Seeder:
                     passes += status == "pass"
                     fallbacks += status == "fallback"
                     per_op.setdefault(shape["operator"], []).append(score)
+                    op_passes[shape["operator"]] = op_passes.get(shape["operator"], 0) + (
+                        status == "pass"
+                    )
                     time_ms = rng.uniform(0.005, 5.0)
                     shape_rows.write(
                         f"{run.pk}\t{shape['operator']}\t{shape['shape_id']}\t{status}\t"
                         f"{shape['weight']}\t{time_ms}\t{time_ms * 0.01}\t10\t{time_ms * 2}\t"
                         f"{time_ms * fraction}\t{fraction}\t2.0\t"
-                        f"{0.3 if status == 'fallback' else 0.95}\t0.0\t\n"
+                        f"{0.3 if status == 'fallback' else 0.95}\t0.0\t\t[]\n"
                     )
                 operator_scores = {op: sum(v) / len(v) for op, v in per_op.items()}
                 for op, value in operator_scores.items():
-                    operator_rows.write(f"{run.pk}\t{op}\tok\t{value}\t{operators[op]}\t\t[]\n")
+                    n, ok = len(per_op[op]), op_passes[op]
+                    operator_rows.write(
+                        f"{run.pk}\t{op}\tok\t{value}\t{operators[op]}\t\t[]\t"
+                        f"{'pass' if ok == n else 'partial'}\t{n}\t{ok}\t{ok}\t[]\t[]\n"
+                    )
                 aggregate = sum(operators[op] * v for op, v in operator_scores.items())
                 scores.append(
                     Score(
@@ -229,13 +237,27 @@ class Seeder:
                     ["run_id", "operator", "shape_id", "status", "weight", "time_ms",
                      "time_spread_ms", "reps", "reference_time_ms", "t_sol_ms",
                      "roofline_fraction", "speedup", "own_kernel_share", "max_abs_error",
-                     "error"],
+                     "error", "codes"],
                     shape_rows,
                 )  # fmt: skip
                 _copy(
                     raw,
                     OperatorResult._meta.db_table,
-                    ["run_id", "operator", "status", "score", "importance", "error", "warnings"],
+                    [
+                        "run_id",
+                        "operator",
+                        "status",
+                        "score",
+                        "importance",
+                        "error",
+                        "warnings",
+                        "verdict",
+                        "shapes_total",
+                        "apparent_passes",
+                        "real_passes",
+                        "wrong_shapes",
+                        "hold_codes",
+                    ],
                     operator_rows,
                 )
             Score.objects.bulk_create(scores)
@@ -520,13 +542,13 @@ def main() -> int:
     loader.add_argument("url")
     loader.add_argument("--clients", type=int, default=50)
     loader.add_argument("--duration-s", type=float, default=20)
-    loader.add_argument("--max-requests", type=int, default=3000)
+    loader.add_argument("--max-requests", type=int, default=30000)
     loader.add_argument("--headers", default="{}", help="request headers as a JSON object")
     parser.add_argument("--submissions", type=int, default=10_000)
     parser.add_argument("--reseed", action="store_true")
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--duration-s", type=float, default=20)
-    parser.add_argument("--max-requests", type=int, default=3000)
+    parser.add_argument("--max-requests", type=int, default=30000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
         "--endpoints",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -33,9 +34,17 @@ from atrex_site.api.pagination import StandardPagination
 from atrex_site.api.shared import shared_answer
 from catalogue import selectors as catalogue_selectors
 from catalogue.models import HardwareProfile, Shape, SuiteOperator, SuiteVersion
+from submissions import querysets
 
 from . import selectors
-from .comparison import ComparisonError, comparison_for, comparison_ids_parse
+from .comparison import (
+    ComparisonError,
+    comparison_for,
+    comparison_ids_parse,
+    comparison_shareable,
+    comparison_submissions,
+    submissions_compare,
+)
 
 NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such resource.")
 
@@ -429,7 +438,33 @@ class CompareApi(APIView):
     def get(self, request: Request) -> Response:
         try:
             ids = comparison_ids_parse(request.query_params.getlist("submissions"))
-            body = comparison_for(ids=ids, user=request.user)
         except ComparisonError as error:
             return error_response(detail=str(error), code=error.code, status=error.status)
-        return Response(ComparisonSerializer(body).data)
+        if querysets.is_staff(request.user):  # staff see hidden shapes: never shared
+            try:
+                body = comparison_for(ids=ids, user=request.user)
+            except ComparisonError as error:
+                return error_response(detail=str(error), code=error.code, status=error.status)
+            return Response(ComparisonSerializer(body).data)
+        # The rendered answer is shared only where it is the same for everyone (every
+        # submission public, published and not hidden: comparison_shareable), and a change
+        # to any of them bumps the board's generation, which retires it; so a copy may be
+        # served to any reader without asking again whether they may see them.
+        where = hashlib.sha256(request.build_absolute_uri().encode()).hexdigest()
+        return shared_answer(
+            request, f"api-compare:{where}", lambda: _comparison_body(ids=ids, user=request.user)
+        )
+
+
+def _comparison_body(*, ids: list[int], user: Any) -> dict[str, Any] | Response:
+    """The serialised comparison when it may be shared, else this reader's answer (their
+    own submissions in it, or an error) as a response, which is not shared."""
+    try:
+        submissions = comparison_submissions(ids=ids, user=user)
+        if not comparison_shareable(submissions=submissions, user=user):
+            body = submissions_compare(submissions=submissions, user=user)
+            return Response(ComparisonSerializer(body).data)
+        body = submissions_compare(submissions=submissions, user=AnonymousUser())
+    except ComparisonError as error:
+        return error_response(detail=str(error), code=error.code, status=error.status)
+    return ComparisonSerializer(body).data

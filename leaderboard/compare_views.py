@@ -16,6 +16,7 @@ from catalogue import selectors as catalogue_selectors
 from evaluator import figures
 from submissions.models import Submission
 from submissions.selectors import submissions_visible_to
+from submissions.views import reader_owns_submission
 
 from . import selectors
 from .comparison import ComparisonError, comparison_for, comparison_ids_parse
@@ -175,6 +176,21 @@ def _figures(body: dict[str, Any]) -> dict[str, Any]:
         else None
     )
     return {"scores_chart": scores, "speedup_chart": speedup}
+
+
+def reader_gets_their_own(reader: Any, *, request: HttpRequest, **_kwargs: Any) -> bool:
+    """Whether the page is built for the signed-in ``reader`` alone (``shared_page``'s
+    ``personal``): the form to pick submissions (fewer than two ids, or ids that do not
+    parse), which lists their own submissions, or a comparison of one of their own (which
+    may show them more than others). Any other comparison is the same for every reader who
+    may see it (``comparison_for``), and one that others may not see is refused to the
+    anonymous copy, so built for the reader too."""
+    raw = [value for value in request.GET.getlist("submissions") if value.strip()]
+    try:
+        ids = comparison_ids_parse(raw)
+    except ComparisonError:
+        return True
+    return len(ids) < 2 or any(reader_owns_submission(reader, pk) for pk in ids)
 
 
 def compare(request: HttpRequest) -> HttpResponse:

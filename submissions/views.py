@@ -3,6 +3,7 @@ history with curation), the owner's list, downloads (upload, per-shape results).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.contrib import messages
@@ -12,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from agents import selectors as agent_selectors
-from atrex_site import charts
+from atrex_site import charts, page_cache
 from atrex_site.csv_export import header_with_units, write_rows
 from catalogue import selectors as catalogue_selectors
 
@@ -254,10 +255,30 @@ def _history_for(submission: Submission, *, withheld: bool) -> list[dict[str, An
     return items
 
 
+# Owners of submissions, kept per process (see reader_owns_submission).
+OWNERS_S = 60.0
+OWNERS_KEPT = 4096
+_OWNERS: dict[int, tuple[float, int]] = page_cache.kept_per_process({})
+
+
 def reader_owns_submission(reader: Any, pk: int, **_kwargs: Any) -> bool:
     """Whether the signed-in ``reader`` owns submission ``pk``: its page then shows them
-    more (cancel, files, a private submission), so it is built for them, not shared."""
-    return Submission.objects.filter(pk=pk, owner_id=reader.pk).exists()
+    more (cancel, files, a private submission), so it is built for them, not shared.
+
+    The owner of each submission is kept in this process for ``OWNERS_S`` seconds (a
+    submission's owner changes only in the admin). Either answer fails safe: a page built
+    for its reader shows them only what they may see, and a shared copy only what anyone
+    may (a submission they may not see is built for them, and refused)."""
+    now = time.monotonic()
+    kept = _OWNERS.get(pk)
+    if kept is None or now - kept[0] > OWNERS_S:
+        owner_id = Submission.objects.filter(pk=pk).values_list("owner_id", flat=True).first()
+        if owner_id is None:
+            return False  # no such submission (yet): not kept
+        if len(_OWNERS) >= OWNERS_KEPT:
+            _OWNERS.clear()
+        kept = _OWNERS[pk] = (now, owner_id)
+    return kept[1] == reader.pk
 
 
 def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:

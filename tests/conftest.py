@@ -277,6 +277,31 @@ def catalogue(db):
 
 
 @pytest.fixture
+def redis_cache(settings):
+    """The default cache in Redis for this test, as in production (``DJANGO_CACHE_URL``), under
+    a key prefix of its own (deleted afterwards) on the Redis database of the test slot's
+    broker; skips where Redis does not answer (CI requires it)."""
+    import uuid
+
+    from django.core.cache import cache
+
+    if not settings.REDIS_AVAILABLE:
+        pytest.skip("Redis does not answer on 127.0.0.1:6379")
+    prefix = f"test-cache-{uuid.uuid4().hex}"
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "atrex_site.redis_cache.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:6379/{15 - settings.TEST_SLOT}",
+            "KEY_PREFIX": prefix,
+        }
+    }
+    yield cache
+    client = cache.redis_client()
+    for key in client.scan_iter(f"{prefix}:*"):
+        client.delete(key)
+
+
+@pytest.fixture
 def user(db):
     from tests.factories import UserFactory
 

@@ -1,19 +1,27 @@
 """How API requests authenticate: ``Authorization: Token <secret>`` (hashed tokens of
-``accounts``), and HTTP Basic (only where a view allows it) under the log-in lockout."""
+``accounts``, kept briefly in the shared cache: see ``accounts.services``), the site's
+session (reads find the signed-in user as the shared pages do, without a query on most
+requests), and HTTP Basic (only where a view allows it) under the log-in lockout."""
 
 from __future__ import annotations
 
+from django.conf import settings
+from drf_spectacular.authentication import SessionScheme
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import (
     BaseAuthentication,
     BasicAuthentication,
+    SessionAuthentication,
     get_authorization_header,
 )
 
 from accounts.lockout import client_ip, login_lockout
 from accounts.models import ApiToken
 from accounts.services import api_token_authenticate
+from atrex_site.page_cache import session_reader
+
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
 class ApiTokenAuthentication(BaseAuthentication):
@@ -46,6 +54,26 @@ class ApiTokenAuthentication(BaseAuthentication):
         return self.keyword
 
 
+class ReaderSessionAuthentication(SessionAuthentication):
+    """DRF's session authentication; a read (GET, HEAD, OPTIONS) finds the user through
+    ``page_cache.session_reader`` (no query on most requests: an account change counts
+    within its ``READER_S`` seconds, a log-out at once), a write through Django's
+    ``request.user`` as before. CSRF is enforced as DRF does."""
+
+    def authenticate(self, request):
+        django_request = request._request
+        if (
+            django_request.method not in SAFE_METHODS
+            or settings.SESSION_COOKIE_NAME not in django_request.COOKIES
+        ):
+            return super().authenticate(request)
+        user = session_reader(django_request)
+        if not user.is_authenticated or not user.is_active:
+            return None
+        self.enforce_csrf(request)
+        return user, None
+
+
 class LockoutBasicAuthentication(BasicAuthentication):
     """HTTP Basic that says so when the log-in lockout is in force (429, not 401)."""
 
@@ -74,6 +102,12 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
             "name": "Authorization",
             "description": "`Token <token>` (`POST /api/tokens/` creates one)",
         }
+
+
+class ReaderSessionScheme(SessionScheme):
+    """The schema's security scheme for ``ReaderSessionAuthentication``: DRF's session's."""
+
+    target_class = ReaderSessionAuthentication
 
 
 class LockoutBasicScheme(OpenApiAuthenticationExtension):

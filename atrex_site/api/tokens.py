@@ -18,7 +18,6 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -27,7 +26,12 @@ from rest_framework.views import APIView
 from accounts import services
 from accounts.models import ApiToken
 
-from .authentication import ApiTokenAuthentication, LockoutBasicAuthentication, token_of
+from .authentication import (
+    ApiTokenAuthentication,
+    LockoutBasicAuthentication,
+    ReaderSessionAuthentication,
+    token_of,
+)
 from .errors import ErrorSerializer, error_response
 from .pagination import StandardPagination
 
@@ -71,7 +75,7 @@ class _TokenViewBase(APIView):
     authentication_classes = [
         ApiTokenAuthentication,
         LockoutBasicAuthentication,
-        SessionAuthentication,
+        ReaderSessionAuthentication,  # creating and revoking: Django's full check
     ]
     permission_classes = [IsAuthenticated]
 

@@ -309,7 +309,7 @@ REST_FRAMEWORK = {
     # Token first: an unauthenticated API call answers 401 with "WWW-Authenticate: Token".
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "atrex_site.api.authentication.ApiTokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
+        "atrex_site.api.authentication.ReaderSessionAuthentication",
     ],
     # Requests per client address (anonymous) or per user; 429 with Retry-After beyond.
     "DEFAULT_THROTTLE_CLASSES": [
