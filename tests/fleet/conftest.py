@@ -72,6 +72,13 @@ def fleet_worker(
         worker = start_worker(label="fleet", log_dir=tmp_path_factory.mktemp("fleet-worker"))
     yield worker
     worker.stop()
+    # Its row outlives the module (its last beat or its stop may come after the last
+    # test's flush): delete it, so that the tests after it on this process find no
+    # worker they did not register.
+    from fleet.models import WorkerNode
+
+    with django_db_blocker.unblock():
+        WorkerNode.objects.filter(name=worker.name).delete()
 
 
 def wait_for(predicate, *, timeout_s: float = 90.0, what: str = "condition", log=None):
