@@ -34,6 +34,7 @@ def _servers() -> set[int]:
 
 
 def test_children_are_forked_from_one_warm_server_and_exec_d_without_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATREX_FORK_SERVER", "cpu")
     sandbox, bundle = _sandbox(tmp_path)
     with ChildStarter(
         sandbox=sandbox, device="cpu", bundle_dir=bundle, log_dir=tmp_path / "logs"
@@ -54,7 +55,8 @@ def test_children_are_forked_from_one_warm_server_and_exec_d_without_it(tmp_path
         execd.stop()
 
 
-def test_a_server_that_died_is_replaced_and_its_children_still_reaped(tmp_path):
+def test_a_server_that_died_is_replaced_and_its_children_still_reaped(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATREX_FORK_SERVER", "cpu")
     sandbox, bundle = _sandbox(tmp_path)
     with ChildStarter(
         sandbox=sandbox, device="cpu", bundle_dir=bundle, log_dir=tmp_path / "logs"
@@ -128,7 +130,7 @@ def test_a_forked_child_sees_what_an_exec_d_one_sees(
 
 @pytest.mark.parametrize(
     "value, cpu, cuda",
-    [("", True, False), ("cpu", True, False), ("1", True, True), ("0", False, False),
+    [("", False, False), ("cpu", True, False), ("1", True, True), ("0", False, False),
      ("off", False, False)],
 )  # fmt: skip
 def test_the_switch(value, cpu, cuda):
