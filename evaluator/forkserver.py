@@ -76,12 +76,13 @@ def enabled(device: str, environ: Mapping[str, str] | None = None) -> bool:
     ``0`` (none: the default for now), ``cpu`` (CPU children only) or ``1`` (every device).
 
     Off by default until two questions are answered: forked CUDA children have not run on
-    a GPU yet, and in two of five whole test runs with CPU children forked, a shape of an
-    honest Triton kernel was judged by the watched-against-timed check (its timed calls
-    more than 5 times faster than its watched ones; ``evaluator.measure``), on a loaded
-    machine, which no run with exec'd children has shown. Copy-on-write faults in the
-    child's first calls are the suspect (the server now freezes its objects out of the
-    garbage collector's reach, the usual remedy); a measurement decides."""
+    a GPU yet, and of five whole test runs with CPU children forked (2026-12-02), one had a
+    shape of an honest Triton kernel fail the watched-against-timed check (its timed calls
+    more than 5 times faster than its watched ones; ``evaluator.measure``) on a loaded
+    machine, and another had a two-shard run of the Triton example held for review (why was
+    not recorded). Copy-on-write faults in a child's first calls are a suspect (the server
+    now freezes its objects out of the garbage collector's reach, the usual remedy); a
+    measurement decides."""
     value = (environ if environ is not None else os.environ).get("ATREX_FORK_SERVER", "")
     value = value.strip().lower() or "0"
     if value in ("0", "false", "no", "off"):
