@@ -368,39 +368,13 @@ class CampaignEvaluator:
         self.close()
 
 
-def evaluator_for(
-    *,
-    suite_definition: dict[str, Any],
-    hardware_slug: str,
-    device: str,
-    shape_set: str,
-    work_root: Path,
-    timeout_s: float,
-    python: str = "",
-    extra_args: list[str] | None = None,
-    sandbox_args: list[str] | None = None,
-    on_progress: Callable[[dict], None] | None = None,
-    warm: bool = True,
-) -> CampaignEvaluator:
-    """The campaign's ``Evaluate`` (a ``CampaignEvaluator``: close it at the campaign's
-    end): each round's source through the evaluator on the operator's public shapes, in
-    its own folder under ``work_root``. ``sandbox_args`` None uses the site's sandbox
-    options (Django settings); a caller without Django passes its own (``[]``: the
-    evaluator's defaults). ``on_progress`` gets the evaluator's progress events and a
-    heartbeat at each poll. ``warm`` False starts ``python -m evaluator run`` each round."""
-    return CampaignEvaluator(
-        suite_definition=suite_definition,
-        hardware_slug=hardware_slug,
-        device=device,
-        shape_set=shape_set,
-        work_root=work_root,
-        timeout_s=timeout_s,
-        python=python,
-        extra_args=extra_args,
-        sandbox_args=sandbox_args,
-        on_progress=on_progress,
-        warm=warm,
-    )
+evaluator_for = CampaignEvaluator
+"""The campaign's ``Evaluate`` (close it at the campaign's end): each round's source through
+the evaluator on the operator's public shapes, in its own folder under ``work_root``.
+``sandbox_args`` None uses the site's sandbox options (Django settings); a caller without
+Django passes its own (``[]``: the evaluator's defaults). ``on_progress`` gets the
+evaluator's progress events and a heartbeat at each poll. ``warm`` False starts ``python -m
+evaluator run`` each round."""
 
 
 def toml_string(text: str) -> str:

@@ -90,6 +90,26 @@ def _refill(slot: dict[str, Any], fresh: Mapping[str, Any]) -> None:
             slot[name] = value.clone() if isinstance(value, torch.Tensor) else value
 
 
+def build_candidate(
+    model_class: Any, init_kwargs: Mapping[str, Any], device: Any, shape_id: str
+) -> Any:
+    """``Model(**init_kwargs)`` on ``device``; a candidate that cannot be built raises
+    ``CandidateError`` saying so."""
+    import torch
+
+    from evaluator.correctness import CandidateError
+
+    try:
+        candidate = model_class(**init_kwargs)
+        if isinstance(candidate, torch.nn.Module):
+            candidate = candidate.to(device)
+    except Exception as exc:
+        raise CandidateError(
+            f"shape {shape_id}: Model(**{init_kwargs!r}) failed: {message_of(exc)}"
+        ) from exc
+    return candidate
+
+
 def evaluate_shape(
     *,
     job: Mapping[str, Any],
@@ -143,14 +163,7 @@ def evaluate_shape(
             return build_reference()(**inputs)
 
         build_reference()  # a reference that cannot be built fails here, before the candidate
-        try:
-            candidate = model_class(**init_kwargs)
-            if isinstance(candidate, torch.nn.Module):
-                candidate = candidate.to(device)
-        except Exception as exc:
-            raise CandidateError(
-                f"shape {shape_id}: Model(**{init_kwargs!r}) failed: {message_of(exc)}"
-            ) from exc
+        candidate = build_candidate(model_class, init_kwargs, device, shape_id)
         # The correctness calls are also the ones watched for PyTorch fallbacks: every
         # correctness trial (check_shape runs the policy's count); the report comes only when
         # all of them passed.
@@ -278,14 +291,7 @@ def sanitized_call(
     try:
         spec = operator_spec(job)
         init_kwargs = shape.get("init_kwargs") or {}
-        try:
-            candidate = model_class(**init_kwargs)
-            if isinstance(candidate, torch.nn.Module):
-                candidate = candidate.to(device)
-        except Exception as exc:
-            raise CandidateError(
-                f"shape {shape_id}: Model(**{init_kwargs!r}) failed: {message_of(exc)}"
-            ) from exc
+        candidate = build_candidate(model_class, init_kwargs, device, shape_id)
         seed = derive_seed(job["seed"], "correctness", spec.slug, shape_id, 0)
         with torch.inference_mode():
             inputs = spec.make_inputs(device=device, seed=seed, **dict(shape["input_kwargs"]))
