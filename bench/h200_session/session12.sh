@@ -4,16 +4,7 @@
 # verdict runs' GPU tests (the planted out-of-bounds read caught, the Triton baseline clean)
 # under harness 0.3.1's sanitizer pass; the CUDA fallback monitor's tests (one failed in the
 # previous call, unnamed); that pass's cost on the Triton bundle over v1; the other GPU tests.
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-T0=$(date +%s)
-left() { echo $(( ${BUDGET:-560} - ($(date +%s) - T0) )); }
-{
-  date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv
-  python3 -c 'import torch,triton,sys;print("torch",torch.__version__,"triton",triton.__version__,"python",sys.version.split()[0])'
-  grep -h "HARNESS_VERSION =" evaluator/*.py
-} > $OUT/machine.txt 2>&1
+source "$(dirname "${BASH_SOURCE[0]}")/head.sh"
 # The fork server (evaluator/forkserver.py) on CUDA, first: two operators' full shapes with
 # children forked and exec'd. Should the forked run not pass, the rest runs exec'd.
 for FS in 1 0; do
@@ -46,15 +37,15 @@ fi
 PYTEST="python3 -m pytest -p no:django -p no:cacheprovider --confcutdir=tests/evaluator -m gpu"
 timeout --kill-after=5 130 $PYTEST -q -rA tests/evaluator/test_verdict_runs.py \
   > $OUT/gpu-verdict-runs.log 2>&1
-echo "verdict runs rc=$? at $(( $(date +%s) - T0 )) s" | tee -a $OUT/machine.txt
+mark "verdict runs rc=$?"
 timeout --kill-after=5 100 $PYTEST -v --tb=short -rA tests/evaluator/test_fallback_cuda.py \
   > $OUT/gpu-tests-fallback-cuda.log 2>&1
-echo "fallback_cuda tests rc=$? at $(( $(date +%s) - T0 )) s" | tee -a $OUT/machine.txt
+mark "fallback_cuda tests rc=$?"
 timeout --kill-after=5 $(( $(left) - 60 )) python3 bench/sanitizer_cost.py --suite atrex-bench-v1 \
   --log-dir /tmp/sanitizer-logs --out $OUT/sanitizer-cost.json > $OUT/sanitizer-cost.log 2>&1
-echo "sanitizer bench rc=$? at $(( $(date +%s) - T0 )) s" | tee -a $OUT/machine.txt
+mark "sanitizer bench rc=$?"
 timeout --kill-after=5 $(( $(left) - 10 )) $PYTEST -v --tb=short -rA tests/evaluator \
   --deselect tests/evaluator/test_verdict_runs.py --deselect tests/evaluator/test_fallback_cuda.py \
   > $OUT/gpu-tests.log 2>&1
-echo "gpu tests rc=$? at $(( $(date +%s) - T0 )) s" | tee -a $OUT/machine.txt
+mark "gpu tests rc=$?"
 tail -3 $OUT/gpu-verdict-runs.log; tail -12 $OUT/sanitizer-cost.log; grep -h -E "FAILED|ERROR" $OUT/gpu-tests*.log | tail -20; tail -3 $OUT/gpu-tests.log

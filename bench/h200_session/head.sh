@@ -1,0 +1,16 @@
+# Sourced by the one-call session scripts (verdicts.sh, session12.sh, session12b.sh): the
+# repository root, the environment, T0, left() (the seconds of $BUDGET left), mark() (a step's
+# exit status and time, into $OUT/machine.txt) and $OUT/machine.txt's head (GPU, versions,
+# harness version, compute-sanitizer).
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+T0=$(date +%s)
+left() { echo $(( ${BUDGET:-560} - ($(date +%s) - T0) )); }
+mark() { echo "$1 at $(( $(date +%s) - T0 )) s" | tee -a $OUT/machine.txt; }
+{
+  date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv
+  python3 -c 'import torch,triton,sys;print("torch",torch.__version__,"triton",triton.__version__,"python",sys.version.split()[0])'
+  grep -h "HARNESS_VERSION =" evaluator/*.py
+  command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer
+} > $OUT/machine.txt 2>&1
