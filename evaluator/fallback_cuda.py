@@ -388,9 +388,7 @@ def activities_from_profile(profiler: Any) -> list[DeviceActivity]:
         if correlation not in names:
             entry = hosts.get(correlation)
             found = entry if type(entry) is list else [entry] if entry is not None else []
-            names[correlation] = next(
-                (e.name() for e in reversed(found) if _activity_type(e) in _HOST_OP_TYPES), None
-            )
+            names[correlation] = next((e.name() for e in reversed(found) if _is_host_op(e)), None)
         return names[correlation]
 
     activities = []
@@ -399,7 +397,7 @@ def activities_from_profile(profiler: Any) -> list[DeviceActivity]:
         activity_type = _activity_type(event)
         kind = _ACTIVITY_KINDS.get(activity_type)
         if kind is None:
-            if activity_type:  # annotations, syncs: not work
+            if activity_type or _is_user_annotation(event):  # annotations, syncs: not work
                 continue
             kind = _kind_from_name(name)
         linked = event.linked_correlation_id()
@@ -416,7 +414,32 @@ def activities_from_profile(profiler: Any) -> list[DeviceActivity]:
 
 
 def _activity_type(event: Any) -> str:
+    """The event's Kineto activity type ("cpu_op", "kernel", ...), "" where PyTorch does not
+    give it: torch 2.11's events have no ``activity_type`` (seen on the H200, session 12)."""
     return getattr(event, "activity_type", lambda: "")() or ""
+
+
+_PROFILER_BOOKKEEPING = frozenset({"Activity Buffer Request", "Lazy Function Loading"})
+"""Host events of the profiler's own that reuse a host op's correlation id."""
+
+
+def _is_host_op(event: Any) -> bool:
+    """Whether a host event with a kernel's linked id is the op that launched it: by its
+    activity type where the event has one; where it has none, any host event but the
+    profiler's own bookkeeping (hidden events, or named as they are)."""
+    activity_type = _activity_type(event)
+    if activity_type:
+        return activity_type in _HOST_OP_TYPES
+    if getattr(event, "is_hidden_event", lambda: False)():
+        return False
+    return event.name() not in _PROFILER_BOOKKEEPING
+
+
+def _is_user_annotation(event: Any) -> bool:
+    """A ``record_function`` region's span on the device timeline: never work of its own.
+    Only asked where the event has no activity type; without this, the span of a region
+    that a bundle names after its own Triton kernel would count as own device time."""
+    return bool(getattr(event, "is_user_annotation", lambda: False)())
 
 
 def _stream_of(event: Any) -> int | None:

@@ -601,6 +601,85 @@ def test_of_host_events_sharing_an_id_the_last_host_op_launched_the_kernel():
     ]
 
 
+class _UntypedEvent(_FakeEvent):
+    """An event as torch 2.11 gives it on the H200: no ``activity_type`` (session 12's
+    probe, bench/h200_session/launcher_probe.py), a user-annotation and a hidden flag."""
+
+    def __init__(self, name, device, corr, linked, ns=1000, *, annotation=False, hidden=False):
+        super().__init__(name, device, corr, linked, "", ns)
+        self._flags = (annotation, hidden)
+
+    def __getattribute__(self, attribute):
+        if attribute == "activity_type":
+            raise AttributeError(attribute)
+        return super().__getattribute__(attribute)
+
+    def is_user_annotation(self):
+        return self._flags[0]
+
+    def is_hidden_event(self):
+        return self._flags[1]
+
+
+def _untyped_profile(events):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events))
+    )
+
+
+def test_without_activity_types_the_launching_op_is_still_found():
+    from torch.autograd import DeviceType
+
+    cpu, cuda = DeviceType.CPU, DeviceType.CUDA
+    # The order and ids of the H200 probe: the op, then the profiler's bookkeeping under
+    # the op's id, the runtime call linked to the op, the kernel linked to the op.
+    events = [
+        _UntypedEvent("aten::mul", cpu, 1, 0),
+        _UntypedEvent("Activity Buffer Request", cpu, 1, 0),
+        _UntypedEvent("cudaLaunchKernel", cpu, 10, 1),
+        _UntypedEvent("Lazy Function Loading", cpu, 1, 0),
+        _UntypedEvent("void at::native::vectorized_elementwise_kernel<4>", cuda, 10, 1),
+        _UntypedEvent("aten::fill_", cpu, 5, 0),
+        _UntypedEvent("hidden bookkeeping", cpu, 5, 0, hidden=True),
+        _UntypedEvent("void at::native::FillFunctor", cuda, 31, 5),
+        _UntypedEvent("cudaMemsetAsync", cpu, 48, 7),
+        _UntypedEvent("aten::sum", cpu, 7, 0),
+        _UntypedEvent("Memset (Device)", cuda, 48, 7),
+    ]
+    activities = activities_from_profile(_untyped_profile(events))
+    assert [(a.launched_by, a.kind) for a in activities] == [
+        ("aten::mul", "kernel"),
+        ("aten::fill_", "kernel"),
+        ("aten::sum", MEMSET),
+    ]
+
+
+def test_without_activity_types_a_record_function_span_is_not_device_work(tmp_path):
+    from torch.autograd import DeviceType
+
+    cpu, cuda = DeviceType.CPU, DeviceType.CUDA
+    (tmp_path / "kernel.py").write_text(
+        "import triton\n\n@triton.jit\ndef _own_rms_kernel(x):\n    pass\n"
+    )
+    # A bundle wraps PyTorch's kernels in record_function regions named after a Triton
+    # kernel of its own, nested to multiply the span: the spans are not kernels.
+    events = [
+        _UntypedEvent("_own_rms_kernel", cpu, 3, 0, annotation=True),
+        _UntypedEvent("aten::mul", cpu, 4, 0),
+        _UntypedEvent("void at::native::vectorized_elementwise_kernel<4>", cuda, 20, 4, 1000),
+        *[
+            _UntypedEvent("_own_rms_kernel", cuda, 30 + i, 0, 5000, annotation=True)
+            for i in range(8)
+        ],
+    ]
+    activities = activities_from_profile(_untyped_profile(events))
+    assert [a.name for a in activities] == ["void at::native::vectorized_elementwise_kernel<4>"]
+    report = attribution_report(activities, kernel_origins(tmp_path))
+    assert report.own_kernel_share == 0.0
+
+
 def test_cxx_names_from_profiler_and_from_symbols_agree():
     assert cxx_qualified_name("void ns::kernel<float, 4>(float const*, float*, int)") == (
         "ns::kernel"

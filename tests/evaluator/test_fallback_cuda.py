@@ -33,6 +33,7 @@ CASES = {
     "triton_trivial_part": FIXTURES / "triton_trivial_part",
     "torch_compile": FIXTURES / "torch_compile",
     "indirect_torch": FIXTURES / "indirect_torch",
+    "annotated_torch": FIXTURES / "annotated_torch",
 }
 
 pytestmark = [
@@ -224,7 +225,8 @@ def test_side_stream_launch_is_captured(shares):
 
 
 @pytest.mark.parametrize(
-    "case", ["pytorch-eager", "triton_trivial_part", "torch_compile", "indirect_torch"]
+    "case",
+    ["pytorch-eager", "triton_trivial_part", "torch_compile", "indirect_torch", "annotated_torch"],
 )
 def test_pytorch_doing_the_work_is_fallback(shares, case):
     report = shares[case]
