@@ -2,11 +2,11 @@
 
 For each operator: round 1 sends the task (operator, interface, reference source, public
 shapes, hardware, DSL, budget left); the agent answers with kernel source; the source is
-evaluated on the public shapes only (``--visibility public``, by the campaign's evaluator
-server, ``python -m evaluator serve``, or a ``python -m evaluator run`` per round, through
-``submissions.evaluation``); the figures go back with the next round. The best correct,
-non-fallback kernel per operator is kept. The site's campaign service and the GPU driver
-(``examples/agents/tile_search/campaign.py``) both run this.
+evaluated on the public shapes only, without the compute-sanitizer pass (``ROUND_OPTIONS``),
+by the campaign's evaluator server (``python -m evaluator serve``) or a ``python -m
+evaluator run`` per round, through ``submissions.evaluation``; the figures go back with the
+next round. The best correct, non-fallback kernel per operator is kept. The site's campaign
+service and the GPU driver (``examples/agents/tile_search/campaign.py``) both run this.
 
 Hidden shapes, seeds and reference outputs never reach the agent: the task lists public
 shapes only, the evaluator runs with a fresh secret seed each round, and the feedback
@@ -96,6 +96,10 @@ class RoundRecord:
 
 
 Evaluate = Callable[[str, str, int], dict[str, Any]]
+ROUND_OPTIONS = ("--visibility", "public", "--sanitizer-tools", "none")
+"""The evaluator options of every round: public shapes only, and no compute-sanitizer pass
+(a verdict check of the kept kernels' full evaluation, which runs it; on a GPU it would
+add two sanitized children's start-up, about 10 s, to each round; docs/decisions.md)."""
 
 
 def public_shapes(suite_definition: dict[str, Any], operator: str, shape_set: str) -> list[dict]:
@@ -319,7 +323,7 @@ class CampaignEvaluator:
         self.python = python
         self.sandbox_args = sandbox_args
         self.on_progress = on_progress
-        self.round_args = ["--visibility", "public", "--shapes", shape_set, *(extra_args or [])]
+        self.round_args = [*ROUND_OPTIONS, "--shapes", shape_set, *(extra_args or [])]
         self.session = (
             EvaluatorSession(
                 suite_definition=suite_definition,

@@ -15,10 +15,11 @@ Columns (seconds, host wall clock):
               ``python -m evaluator run`` (interpreter, imports) and writing its results,
               or, warm, handing the round to the campaign's evaluator server and back
     runner    the evaluator outside the operator's child: suite and bundle, the sandbox
-              probe, the environment digest, the results document
-    child     the child's start-up left when its job came (sandbox, interpreter, torch,
-              the device, the profiler), and the operator's reference and the integrity
-              snapshot (``start`` + ``harness``; what was warmed ahead is not in it)
+              probe, the environment digest, the results document (and, where a run has
+              it, the compute-sanitizer pass; a campaign's rounds have none)
+    start     the child's start-up left when its job came (sandbox, interpreter, torch,
+              the device, the profiler): near 0 where a child warmed up ahead served it
+    harness   the operator's reference and the integrity snapshot
     import    the candidate's import
     compile   the first correctness call of each shape (Triton compiles happen there)
     checks    the other correctness work: inputs, candidate and reference calls, comparison,
@@ -26,6 +27,10 @@ Columns (seconds, host wall clock):
     timing    the timed calls of the candidate and the reference, and their checks
     other     the child's remaining time: records, tear-down
     total     the round as the campaign waits for it
+    ahead     how long the round's child had been up before its job (not in the total):
+              a child started ahead of the round shows the previous round's length here
+
+``--json`` is written again after every round, so a run cut short keeps its rounds.
 
 ``--cold`` uses the per-round ``python -m evaluator run`` (one process per round, every
 cost paid again), the default is the campaign's warm evaluator where there is one.
@@ -56,19 +61,23 @@ from where_time_goes import operator_phases  # noqa: E402
 from agents import loop  # noqa: E402
 from evaluator.suite import SUITES_DIR  # noqa: E402
 
-COLUMNS = ("process", "runner", "child", "import", "compile", "checks", "timing", "other")
+COLUMNS = (
+    "process", "runner", "start", "harness", "import", "compile", "checks", "timing", "other"
+)  # fmt: skip
 
 
 def round_phases(results: dict[str, Any], total_s: float) -> dict[str, float]:
     """One round's seconds by column (see the module docstring)."""
-    row = {name: 0.0 for name in COLUMNS}
+    row = {name: 0.0 for name in (*COLUMNS, "ahead")}
     children = 0.0
     for entry in results.get("operators") or []:
         if entry.get("wall_s") is None:
             continue
         children += float(entry["wall_s"])
         phases = operator_phases(entry)
-        row["child"] += phases["start"] + phases["harness"]
+        row["start"] += phases["start"]
+        row["harness"] += phases["harness"]
+        row["ahead"] += phases["ahead"]
         row["import"] += phases["import"]
         row["compile"] += phases["compile"]
         row["checks"] += sum(
@@ -83,6 +92,17 @@ def round_phases(results: dict[str, Any], total_s: float) -> dict[str, float]:
     return {k: round(v, 3) for k, v in row.items()}
 
 
+def write_json(path: Path | None, *, mode: str, device: str, rows: list[dict[str, Any]]) -> None:
+    """Every round so far (rewritten whole, through a temporary file)."""
+    if path is None:
+        return
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(
+        json.dumps({"mode": mode, "device": device, "rounds": rows}, indent=1) + "\n"
+    )
+    partial.replace(path)
+
+
 def statuses(results: dict[str, Any]) -> str:
     error = results.get("error")
     if error:
@@ -95,7 +115,7 @@ def statuses(results: dict[str, Any]) -> str:
 
 
 def line(label: str, row: dict[str, float], note: str = "") -> str:
-    cells = " ".join(f"{row[c]:8.2f}" for c in (*COLUMNS, "total"))
+    cells = " ".join(f"{row[c]:8.2f}" for c in (*COLUMNS, "total", "ahead"))
     return f"{label:<26s} {cells}  {note}"
 
 
@@ -130,7 +150,7 @@ def main() -> int:
         options["warm"] = not args.cold
     mode = "cold" if args.cold or "warm" not in options else "warm"
     rows: list[dict[str, Any]] = []
-    head = f"{'round':<26s} " + " ".join(f"{c:>8s}" for c in (*COLUMNS, "total"))
+    head = f"{'round':<26s} " + " ".join(f"{c:>8s}" for c in (*COLUMNS, "total", "ahead"))
     print(
         f"{mode} evaluator, {args.device}, {args.suite} {shape_set} public shapes, "
         f"agent {args.agent_s:g} s"
@@ -161,6 +181,7 @@ def main() -> int:
                     outcome = statuses(results)
                     rows.append({"operator": operator, "round": number, "statuses": outcome, **row})
                     print(line(f"{operator} {number}", row, outcome), flush=True)
+                    write_json(args.json, mode=mode, device=args.device, rows=rows)
         finally:
             close = getattr(evaluate, "close", None)
             if close is not None:
@@ -171,12 +192,8 @@ def main() -> int:
         ("rounds 2..N (mean)", [r for r in rows if r["round"] > 1]),
     ):
         if chosen:
-            mean = {c: statistics.fmean(r[c] for r in chosen) for c in (*COLUMNS, "total")}
+            mean = {c: statistics.fmean(r[c] for r in chosen) for c in (*COLUMNS, "total", "ahead")}
             print(line(label, mean, f"{len(chosen)} round(s)"))
-    if args.json is not None:
-        args.json.write_text(
-            json.dumps({"mode": mode, "device": args.device, "rounds": rows}, indent=1) + "\n"
-        )
     return 0
 
 

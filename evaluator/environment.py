@@ -6,6 +6,7 @@ the runner process stays light; GPU facts come from ``nvidia-smi`` when it exist
 
 from __future__ import annotations
 
+import functools
 import platform
 import shutil
 import socket
@@ -73,16 +74,21 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+@functools.cache
+def _device_identity(cuda: bool) -> tuple[str | None, str | None]:
+    """The device's name and driver: asked once per process (``nvidia-smi`` on a GPU), as
+    they cannot change while it runs; a campaign's evaluator server runs many rounds."""
+    if not cuda:
+        return _cpu_name(), None
+    rows = _nvidia_smi("name,driver_version")
+    if not rows:
+        return None, None
+    return rows[0][0], rows[0][1] if len(rows[0]) > 1 else None
+
+
 def collect_environment(device: str) -> dict[str, Any]:
     """The ``environment`` block of results.json (``clocks_end`` is filled at the end)."""
-    device_name: str | None = None
-    driver: str | None = None
-    if device.startswith("cuda"):
-        rows = _nvidia_smi("name,driver_version")
-        if rows:
-            device_name, driver = rows[0][0], rows[0][1] if len(rows[0]) > 1 else None
-    else:
-        device_name = _cpu_name()
+    device_name, driver = _device_identity(device.startswith("cuda"))
     return {
         "device": device,
         "device_name": device_name,

@@ -839,6 +839,7 @@ class Sandbox:
                 + describe_missing(report.get("missing") or {"sandbox": str(exc)})
             ) from None
         os.close(write_end)
+        remember_start(process.pid)
         return process, self._finish(child, _read_report(read_end), popen["env"])
 
     def launch_forked(
@@ -865,6 +866,7 @@ class Sandbox:
             raise
         finally:
             os.close(write_end)
+        remember_start(process.pid)
         report = _read_report(read_end)
         if report["missing"] and self.policy.mode == "required":
             process.kill()
@@ -1028,6 +1030,18 @@ def _start_ticks(pid: int) -> int | None:
         return None
 
 
+_LAUNCH_TICKS: dict[int, int] = {}
+"""The start (clock ticks since boot) of each child this process launched, by pid: known
+after the child is reaped, when ``/proc`` no longer has it."""
+
+
+def remember_start(pid: int) -> None:
+    """Note when the child ``pid``, just launched (not yet reaped), started."""
+    ticks = _start_ticks(pid)
+    if ticks is not None:
+        _LAUNCH_TICKS[pid] = ticks
+
+
 def descendants(session: int, uid: int | None) -> list[int]:
     """Processes of the child's session or group, the processes below those (one that
     left the session with setsid is still its parent's child), and orphans adopted by
@@ -1035,7 +1049,10 @@ def descendants(session: int, uid: int | None) -> list[int]:
     process of this one's that was running before the child, a worker pool of the program
     that runs the harness say, cannot be the child's)."""
     me = os.getpid()
-    child_started = _start_ticks(session)
+    # Its start as noted at launch: once it is reaped (a kill after its wait), /proc has
+    # none, and every process of the sandbox user adopted here would pass for its orphan
+    # (a child started ahead of its turn as the same user, say, would be killed with it).
+    child_started = _LAUNCH_TICKS.get(session) or _start_ticks(session)
     found: set[int] = set()
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):

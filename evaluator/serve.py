@@ -14,16 +14,16 @@ runs it exactly as ``python -m evaluator run`` would (``evaluator.cli.command_ru
 same runner, checks, fallback monitor, timing and results document, a fresh secret seed),
 and answers one line on stdout, ``{"exit": CODE}`` (the exit code ``run`` would have had).
 
-What stays warm is the harness's start-up, never a process that ran a candidate. Each
-round runs in a fresh sandboxed child (``evaluator.child``) as today, which is killed with
-everything it started when the round ends. The next round's child is started while a
-round measures on CUDA (``RoundStarter``: as the other sandbox user, as the runner's
-start-ahead does), else as soon as the round's child is gone; it warms up its harness only
-and gets its job, and so runs candidate code, at its turn. The bundle goes into a folder
-of that child's own, created empty when it was started (read-only to it, owned by this
-process), so no round's code can reach the folder, the private temp folder or the memory
-of a later round's child, and no round's code runs in this process or in a process that
-reports a later round's verdict.
+What stays warm is the harness's start-up, never a process that ran a candidate. Each round
+runs in a fresh sandboxed child (``evaluator.child``) as today, which is killed with
+everything it started when the round ends. The next round's child is started while a round
+measures on CUDA or with ``--start-ahead`` (``RoundStarter``: as the other sandbox user, as
+the runner's start-ahead does), else as soon as the round's child is gone; it warms up its
+harness only (torch, the CUDA context, the profiler) and gets its job, and so runs
+candidate code, at its turn. The bundle goes into a folder of that child's own, created
+empty when it was started (read-only to it, owned by this process), so no round's code can
+reach the folder, the private temp folder or the memory of a later round's child, and no
+round's code runs in this process or in a process that reports a later round's verdict.
 
 The server never outlives its campaign: it exits when its stdin closes, it is killed
 (``PR_SET_PDEATHSIG``) when the thread that started it ends, and every child it starts is
@@ -116,16 +116,17 @@ class RoundStarter(ChildStarter):
         root: Path,
         triton_cache: bool = True,
         tmpfs: bool = False,
+        ahead: bool | None = None,
     ) -> None:
-        # During a round only on CUDA, as the runner's start-ahead: on the CPU the next
-        # child's start-up would take the cores the round measures on; it starts when the
-        # round's child is gone instead, while the agent writes the next kernel.
+        # During a round by default only on CUDA, as the runner's start-ahead: on the CPU
+        # the next child's start-up would take the cores the round measures on; it starts
+        # when the round's child is gone instead, while the agent writes the next kernel.
         super().__init__(
             sandbox=sandbox,
             device=device,
             bundle_dir=root,
             log_dir=root / "logs",
-            ahead=device.startswith("cuda"),
+            ahead=device.startswith("cuda") if ahead is None else ahead,
         )
         self.sandbox_report = sandbox_report
         self.root = root
@@ -334,6 +335,7 @@ def command_serve(args: argparse.Namespace) -> int:
             root=Path(scratch),
             triton_cache=triton_cache,
             tmpfs=tmpfs,
+            ahead=args.start_ahead,
         )
         try:
             for line in sys.stdin:
