@@ -178,6 +178,8 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], float]:
             command.append("--start-ahead" if args.start_ahead else "--no-start-ahead")
         if args.reference_pool:
             command += ["--reference-pool", str(args.reference_pool), *args.pool_option]
+        if args.reference_timings:
+            command += ["--reference-timings", str(args.reference_timings)]
         started = time.monotonic()
         done = subprocess.run(command, cwd=ROOT, check=False)  # noqa: S603 - fixed argv
         wall_s = time.monotonic() - started
@@ -207,6 +209,10 @@ def main() -> int:
     parser.add_argument(
         "--pool-option", action="append", default=[], metavar="ARG",
         help="passed on to the evaluator with the pool, e.g. --pool-option=--pool-entries=8",
+    )  # fmt: skip
+    parser.add_argument(
+        "--reference-timings", type=Path, default=None, metavar="DIR",
+        help="evaluate with this worker's eager reference timings (evaluator/reference_timings.py)",
     )  # fmt: skip
     parser.add_argument("--json", type=Path, default=None, help="write the breakdown here")
     args = parser.parse_args()

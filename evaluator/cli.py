@@ -151,6 +151,7 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "(default 300)",
     )
     _pool_options(run)
+    _timings_options(run)
 
 
 def _other_commands(commands: Any) -> None:
@@ -270,6 +271,47 @@ def _pool_options(run: argparse.ArgumentParser) -> None:
         help="fill a shape's pool at its first use (default); --no-pool-fill runs it unpooled",
     )  # fmt: skip
     _pool_sizes(run)
+
+
+def _timings_options(run: argparse.ArgumentParser) -> None:
+    from evaluator import reference_timings as defaults
+
+    run.add_argument(
+        "--reference-timings",
+        default=None,
+        metavar="DIR",
+        help="take each shape's PyTorch eager reference time from this worker's cache in DIR "
+        "(0700, hidden from the candidate) where it holds a current figure, and store the "
+        "ones timed; default: off, every shape times the reference",
+    )
+    run.add_argument(
+        "--no-reference-timings", dest="reference_timings", action="store_const", const=None,
+        help="time the reference at every shape (the default)",
+    )  # fmt: skip
+    run.add_argument(
+        "--reference-timings-uses", type=int, default=defaults.MAX_USES,
+        help=f"uses of a figure before it is timed again (default {defaults.MAX_USES})",
+    )  # fmt: skip
+    run.add_argument(
+        "--reference-timings-refresh",
+        type=float,
+        default=defaults.REFRESH_PROBABILITY,
+        help="chance that a lookup times the reference again anyway (default "
+        f"{defaults.REFRESH_PROBABILITY})",
+    )
+
+
+def timings_settings(args: argparse.Namespace) -> Any:
+    """The TimingCacheSettings the options give, or None when the cache is off."""
+    if not getattr(args, "reference_timings", None):
+        return None
+    from evaluator.reference_timings import TimingCacheSettings
+
+    return TimingCacheSettings(
+        directory=args.reference_timings,
+        max_uses=args.reference_timings_uses,
+        refresh_probability=args.reference_timings_refresh,
+    )
 
 
 def pool_settings(args: argparse.Namespace) -> Any:
@@ -537,6 +579,7 @@ def command_run(
         return EXIT_USER
     try:
         pool = pool_settings(args)
+        timings = timings_settings(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER
@@ -565,6 +608,7 @@ def command_run(
             shape_timeout_s=args.shape_timeout_s,
             rounds=rounds,
             reference_pool=pool,
+            reference_timings=timings,
         )
     except AtrexError as exc:
         write_results(out, _error_document(args, exc.to_dict()))

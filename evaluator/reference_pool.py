@@ -127,22 +127,23 @@ def pool_key(environment: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _digest(value: Any, chars: int = 16) -> str:
+def short_digest(value: Any, chars: int = 16) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:chars]
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80]
 
 
 def shape_folder_name(shape_id: str, init_kwargs: Any, input_kwargs: Any) -> str:
     """The shape's folder: its id and a digest of its kwargs (a changed shape is new)."""
-    return f"{_safe(shape_id)}-{_digest([init_kwargs, input_kwargs], 12)}"
+    return f"{safe_name(shape_id)}-{short_digest([init_kwargs, input_kwargs], 12)}"
 
 
 @contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
+def locked(folder: Path) -> Iterator[None]:
+    """Hold ``folder``'s lock file (an exclusive ``flock``) while the block runs."""
     with open(folder / LOCK, "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -169,13 +170,13 @@ def _write_index(folder: Path, data: Mapping[str, Any]) -> None:
     os.replace(temporary, folder / INDEX)
 
 
-def _private_folder(path: Path) -> None:
+def private_folder(path: Path, what: str = "the reference pool folder") -> None:
     """Create ``path`` (and parents) 0700; refuse one another user owns or others can read."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     info = path.stat()
     if info.st_uid != os.geteuid():
         raise PermissionError(
-            f"the reference pool folder {path} belongs to uid {info.st_uid}, not to the "
+            f"{what} {path} belongs to uid {info.st_uid}, not to the "
             "harness's user: give it a folder of its own"
         )
     if stat.S_IMODE(info.st_mode) != 0o700:
@@ -204,12 +205,12 @@ class ReferencePool:
         self.environment = dict(environment)
         self.key = pool_key(environment)
         self.top = Path(settings.directory)
-        self.root = self.top / _digest(self.key)
+        self.root = self.top / short_digest(self.key)
 
     def open(self) -> ReferencePool:
         """Create the folders (0700) and write the key beside the entries."""
-        _private_folder(self.top)
-        _private_folder(self.root)
+        private_folder(self.top)
+        private_folder(self.root)
         key_file = self.root / "key.json"
         if not key_file.exists():
             key_file.write_text(json.dumps(self.key, sort_keys=True, indent=1), encoding="utf-8")
@@ -217,9 +218,9 @@ class ReferencePool:
 
     def folder(self, suite_hash: str, shape: PoolShape) -> Path:
         """The shape's folder (not created)."""
-        suite_part = _safe(suite_hash.removeprefix("sha256:")[:16])
+        suite_part = safe_name(suite_hash.removeprefix("sha256:")[:16])
         name = shape_folder_name(shape.shape_id, shape.init_kwargs, shape.input_kwargs)
-        return self.root / suite_part / _safe(shape.operator) / name
+        return self.root / suite_part / safe_name(shape.operator) / name
 
     def state(self, suite_hash: str, shape: PoolShape) -> dict[str, Any]:
         """The shape's index: ``entries`` (id: seed, sha256, nbytes, uses), ``trials``,
@@ -266,7 +267,7 @@ class ReferencePool:
         if not (folder / INDEX).exists():
             return None
         settings = self.settings
-        with _locked(folder):
+        with locked(folder):
             data = _read_index(folder)
             trials = int(data.get("trials") or 0)
             pooled = trials - min(settings.fresh_trials, trials)
@@ -307,7 +308,7 @@ class ReferencePool:
             folder = self.folder(suite_hash, shape)
             if not (folder / INDEX).exists():
                 continue
-            with _locked(folder):
+            with locked(folder):
                 data = _read_index(folder)
                 for entry_id in [
                     k for k, e in data["entries"].items() if e.get("uses", 0) >= self.settings.uses
@@ -498,13 +499,13 @@ def fill_plan(plan: Mapping[str, Any], *, environment: Mapping[str, Any]) -> dic
     for raw in plan["shapes"]:
         shape = PoolShape(**raw)
         folder = pool.folder(suite_hash, shape)
-        _private_folder(folder)
+        private_folder(folder)
         try:
             spec = get_operator(shape.operator)
         except Exception as exc:  # an uploaded operator: not pooled (its sources vary)
             report["refused"][shape.shape_id] = f"{type(exc).__name__}: {exc}"
             continue
-        with _locked(folder):
+        with locked(folder):
             data = _read_index(folder)
             if data.get("not_pooled"):
                 continue

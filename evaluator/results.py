@@ -33,6 +33,8 @@ SHAPE_FIELDS = (
     "time_spread_ms",
     "reps",
     "reference_time_ms",
+    "reference_time_source",
+    "reference_cache",
     "t_sol_ms",
     "roofline_fraction",
     "speedup",
@@ -173,6 +175,10 @@ def shape_entry(
         "time_spread_ms": _ms(measured.get("time_spread_s")),
         "reps": measured.get("reps"),
         "reference_time_ms": _ms(reference_s),
+        "reference_time_source": (
+            str(measured.get("reference_time_source") or "measured") if reference_s else None
+        ),
+        "reference_cache": _cache_use(measured.get("reference_cache")),
         "t_sol_ms": t_sol_s * 1e3,
         "roofline_fraction": finite_or_none(fraction),
         "speedup": finite_or_none(speedup),
@@ -200,6 +206,24 @@ def _pool_use(record: Any) -> dict[str, Any] | None:
         "pooled": int(record.get("pooled") or 0),
         "recomputed": [str(reason) for reason in record.get("recomputed") or []],
     }
+
+
+def _cache_use(record: Any) -> dict[str, Any] | None:
+    """How the shape's eager reference time used the worker's timings cache
+    (``evaluator.reference_timings``): ``hit``, and on a hit the figure's ``age_s`` (since its
+    newest measurement), ``uses`` (since then, this one included) and ``measurements``
+    (how many its median is of); on a miss ``why`` (``new``, ``uses``, ``age``,
+    ``refresh``). None when the cache was off for the shape."""
+    if not isinstance(record, Mapping):
+        return None
+    if record.get("hit"):
+        return {
+            "hit": True,
+            "age_s": finite_or_none(record.get("age_s")),
+            "uses": int(record.get("uses") or 0),
+            "measurements": int(record.get("measurements") or 0),
+        }
+    return {"hit": False, "why": str(record.get("why") or "")}
 
 
 def _wall(phases: Any) -> dict[str, float] | None:

@@ -44,6 +44,7 @@ from evaluator.reference_pool import (
     ReferenceServer,
     plan_file,
 )
+from evaluator.reference_timings import ReferenceTimings, TimingCacheSettings, TimingLookup
 from evaluator.results import operator_entry, results_document, shape_entry, write_results
 from evaluator.sandbox import (
     ChildSandbox,
@@ -56,7 +57,7 @@ from evaluator.sandbox import (
     tree_rss_bytes,
     with_hidden,
 )
-from evaluator.scoring import operator_score, summarize
+from evaluator.scoring import operator_score, operator_verdict, summarize
 from evaluator.suite import ShapeSpec, Suite, load_suite
 from evaluator.upstream import load_suite_with_sources
 from evaluator.verdicts import merge
@@ -719,8 +720,10 @@ def _job(
     operator_source: Mapping[str, Any] | None = None,
     validation_variants: bool = True,
     pool_plans: Mapping[str, Any] | None = None,
+    reference_times: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     plans = pool_plans or {}
+    cached = reference_times or {}
     job: dict[str, Any] = {
         "operator": operator,
         "bundle_dir": str(bundle_dir),
@@ -739,6 +742,7 @@ def _job(
                 "q_read": s.q_read,
                 "q_write": s.q_write,
                 **({"pool": plans[s.shape_id]} if s.shape_id in plans else {}),
+                **({"reference_time": dict(cached[s.shape_id])} if s.shape_id in cached else {}),
             }
             for s in shapes
         ],
@@ -791,13 +795,19 @@ def _evaluate_operator(
     validation_variants: bool = True,
     pool: ReferencePool | None = None,
     suite_hash: str = "",
+    timings: ReferenceTimings | None = None,
 ) -> dict[str, Any]:
     """Evaluate one operator in its child (``next_operator``'s child, if any, is started
     as soon as this one has its job) and return its entry of results.json.
 
     With a ``pool``, each shape with enough live entries gets a trial plan drawn from it
     (``ReferencePool.draw``) and the child's requests for their outputs are served; the
-    entries retired by this job are removed once the child is gone."""
+    entries retired by this job are removed once the child is gone.
+
+    With ``timings`` (the worker's eager reference timings), each shape is looked up first:
+    a hit goes into the job (the child does not time the reference there) and the shape's
+    entry reports the runner's copy of the figure; a shape that missed and passed is stored
+    once the child is gone, unless the operator was tampered with or held for review."""
     threshold = suite.threshold_own_share
     by_id = {shape.shape_id: shape for shape in shapes}
     entries: dict[str, dict[str, Any]] = {}
@@ -822,11 +832,35 @@ def _evaluate_operator(
         for shape in shapes:
             finish(shape, status="compile_error", error=error, codes=["compile_error"])
     else:
+        looked_up: dict[str, TimingLookup] = {}
+        if timings is not None and operator_source is None:
+            looked_up = {s.shape_id: timings.lookup(suite_hash, operator, s) for s in shapes}
+        hits = {k: v.figure for k, v in looked_up.items() if v.figure is not None}
+        to_store: dict[str, dict[str, Any]] = {}
 
         def on_record(record: dict[str, Any]) -> None:
             shape = by_id.get(str(record.get("shape_id")))
             if shape is None or shape.shape_id in entries:
                 return
+            lookup = looked_up.get(shape.shape_id)
+            if lookup is not None and record.get("reference_time_s") is not None:
+                if lookup.figure is not None:
+                    # The runner's own copy, whatever the child (candidate code ran in it)
+                    # reports back.
+                    record.update(
+                        reference_time_s=lookup.figure["time_s"],
+                        reference_spread_s=lookup.figure["spread_s"],
+                        reference_reps=lookup.figure["reps"],
+                        reference_time_source="cache",
+                        reference_cache={"hit": True, **lookup.figure},
+                    )
+                else:
+                    record["reference_cache"] = {"hit": False, "why": lookup.why}
+                    to_store[shape.shape_id] = {
+                        "time_s": record.get("reference_time_s"),
+                        "spread_s": record.get("reference_spread_s"),
+                        "reps": record.get("reference_reps"),
+                    }
             for warning in record.get("warnings") or []:
                 if warning not in warnings:
                     warnings.append(warning)
@@ -851,6 +885,7 @@ def _evaluate_operator(
             operator_source=operator_source,
             validation_variants=validation_variants,
             pool_plans={shape_id: plan for shape_id, (_, plan) in drawn.items()},
+            reference_times=hits,
         )
         try:
             outcome = run_started_child(
@@ -869,6 +904,11 @@ def _evaluate_operator(
         ahead_s = outcome.ahead_s
         status, error = outcome.status, outcome.error
         variants = outcome.variants
+        if timings is not None and to_store and not outcome.tampered:
+            held = operator_verdict(list(entries.values()))["hold_codes"]
+            for shape_id, figure in to_store.items():
+                if not held and entries.get(shape_id, {}).get("status") == "pass":
+                    timings.store(suite_hash, operator, by_id[shape_id], **figure)
         if outcome.tampered:
             # Shapes already reported are failed too: the tampering may predate them.
             for shape in shapes:
@@ -1418,6 +1458,7 @@ def run_bundle(
     start_ahead: bool | None = None,
     sanitizer_tools: tuple[str, ...] | None = None,
     reference_pool: PoolSettings | None = None,
+    reference_timings: TimingCacheSettings | None = None,
     rounds: RoundChildren | None = None,
 ) -> dict[str, Any]:
     """Evaluate a bundle on this machine and return the results document (atrex-results/1).
@@ -1461,6 +1502,12 @@ def run_bundle(
     ``reference_pool`` says how its trials used it; the environment digest's, what was
     filled.
 
+    ``reference_timings`` (default off) takes each shape's eager reference time from this
+    worker's cache (``evaluator.reference_timings``) where it holds a current figure, and
+    stores the ones it times; the folder is hidden from every child. Each shape entry's
+    ``reference_time_source`` (``measured`` or ``cache``) and ``reference_cache`` say which;
+    the environment digest's ``reference_timings``, the rule and the run's hits and misses.
+
     Every child runs in the OS sandbox that ``sandbox_policy`` describes (default: from
     the environment, see ``SandboxPolicy.from_environment``); what is active is in the
     environment digest's ``sandbox`` section. Raises SandboxError (a platform error)
@@ -1491,6 +1538,12 @@ def run_bundle(
         pool = ReferencePool(reference_pool, environment=environment).open()
         # Never visible to a child, whatever its user could read.
         policy = with_hidden(policy, [os.path.realpath(reference_pool.directory)])
+    timings: ReferenceTimings | None = None
+    if reference_timings is not None:
+        timings = ReferenceTimings(
+            reference_timings, environment=environment, time_budget_s=time_budget_s
+        ).open()
+        policy = with_hidden(policy, [os.path.realpath(reference_timings.directory)])
 
     def document(*, partial: bool) -> dict[str, Any]:
         """The results document of the operators in ``entries`` (all of them, or those
@@ -1609,6 +1662,7 @@ def run_bundle(
                             validation_variants=validation_variants,
                             pool=pool,
                             suite_hash=full_suite.content_hash,
+                            timings=timings,
                         )
                     )
             tools = (
@@ -1666,6 +1720,8 @@ def run_bundle(
                         "executable": executable,
                         "error": f"{type(exc).__name__}: {exc}",
                     }
+    if timings is not None:
+        environment["reference_timings"] = timings.digest()
     if device_kind == "cuda":
         environment["clocks_end"] = gpu_clocks()
     results = document(partial=False)

@@ -366,7 +366,11 @@ def run_execute(*, run_id: int) -> EvaluationRun | None:
 
 def _evaluator_options() -> list[str]:
     budget = settings.ATREX.get("TIME_BUDGET_S")
-    return ["--time-budget-s", str(budget)] if budget else []
+    timings = settings.ATREX.get("REFERENCE_TIMINGS_DIR")
+    return [
+        *(["--time-budget-s", str(budget)] if budget else []),
+        *(["--reference-timings", str(timings)] if timings else []),
+    ]
 
 
 def shard_store(shard: Shard, outcome: evaluation.EvaluatorOutcome) -> Shard:

@@ -228,6 +228,9 @@ ATREX = {
     "EVALUATION_TIMEOUT_S": env.int("ATREX_EVALUATION_TIMEOUT_S", default=3 * 3600),
     # Per-shape timing budget handed to the evaluator (seconds); None keeps its default.
     "TIME_BUDGET_S": env.float("ATREX_TIME_BUDGET_S", default=None),
+    # This worker's cache of eager reference timings (evaluator/reference_timings.py): a
+    # folder of the worker's own, one per GPU worker; empty: off (every run times them).
+    "REFERENCE_TIMINGS_DIR": env.str("ATREX_REFERENCE_TIMINGS_DIR", default=""),
     # Which device this worker evaluates on ("cpu" or "cuda").
     "WORKER_DEVICE": env.str("ATREX_WORKER_DEVICE", default="cpu"),
     # The evaluation sandbox (evaluator/sandbox.py): "required" makes a protection this

@@ -1,6 +1,7 @@
 """Why the CUDA fallback monitor's kernels come out with no launching host op on the H200
 (tests/evaluator/test_fallback_cuda.py::test_the_first_call_is_watched_for_its_device_activity_only,
 session 12): the raw profiler events of one call, after a device-only profile and without."""
+
 import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
@@ -29,7 +30,9 @@ for label, first in (("fresh", False), ("after a device-only profile", True)):
     events = prof.profiler.kineto_results.events()
     for e in events:
         dev = "cpu" if e.device_type() == DeviceType.CPU else "cuda"
-        print(f"  {dev:4s} corr={e.correlation_id():6d} linked={e.linked_correlation_id():6d} "
-              f"type={_activity_type(e)!r:22s} {e.name()[:70]}")
+        print(
+            f"  {dev:4s} corr={e.correlation_id():6d} linked={e.linked_correlation_id():6d} "
+            f"type={_activity_type(e)!r:22s} {e.name()[:70]}"
+        )
     for a in activities_from_profile(prof):
         print(f"  activity {a.kind:7s} launched_by={a.launched_by!r} {a.name[:60]}")
