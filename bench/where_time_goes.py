@@ -12,7 +12,8 @@ divides every operator's turn into the phases the harness records in results.jso
     setup       per shape: reference and Model built, fallback monitor set up
     inputs      correctness inputs generated (twice per trial: the candidate's, the check's)
     compile     the first correctness call of each shape (Triton compiles happen there)
-    candidate   the other correctness calls (under the fallback monitor)
+    candidate   the other correctness calls (under the fallback monitor, unless the first
+                call decided the shape a fallback: harness 0.3.2)
     reference   the reference's correctness outputs
     compare     comparison and hygiene checks of the correctness outputs
     fb_report   the fallback monitor's report (what is left of a shape's checks)

@@ -312,6 +312,8 @@ class _OwnKernelClock:
     def __init__(self, own_code_dir: str | os.PathLike[str]) -> None:
         self.own_dir = os.path.join(os.path.realpath(own_code_dir), "")
         self.seconds = 0.0
+        self.launches = 0
+        """Launches of the bundle's own kernels (outermost ones, in any thread)."""
         self._depth = 0
         self._verdicts: dict[CodeType, bool] = {}
         self._saved: Any = None
@@ -337,6 +339,7 @@ class _OwnKernelClock:
             if clock._depth or not clock._own(kernel):
                 return true_run(kernel, *args, **kwargs)
             clock._depth += 1
+            clock.launches += 1
             # The call's clock, or one of its own in another thread (a clock is a thread's).
             call_clock = clock.call_clock
             with (
@@ -392,6 +395,9 @@ class FallbackMonitor:
         self.call_own_s: list[float] = []
         """Counted seconds of each watched call inside the bundle's own Triton kernels (with
         ``own_code_dir`` and an interpreter; else empty)."""
+        self.call_own_launches: list[int] = []
+        """Launches of the bundle's own Triton kernels in each watched call (with
+        ``own_code_dir`` and an interpreter; else empty)."""
 
     @property
     def calls(self) -> int:
@@ -403,6 +409,7 @@ class FallbackMonitor:
         compute_before = self.ledger.compute_s
         kernels = self._kernels
         own_before = kernels.seconds if kernels is not None else 0.0
+        launches_before = kernels.launches if kernels is not None else 0
         with _CountedClock() as clock:
             self.ledger.clock = clock
             if kernels is not None:
@@ -423,7 +430,23 @@ class FallbackMonitor:
         self.call_compute_s.append(self.ledger.compute_s - compute_before)
         if kernels is not None:
             self.call_own_s.append(kernels.seconds - own_before)
+            self.call_own_launches.append(kernels.launches - launches_before)
         return result
+
+    def first_call_launched_own(self) -> bool | None:
+        """Whether the first watched call launched a Triton kernel of the bundle's own (in
+        the thread that made the call or any other); None where that cannot be told (no
+        bundle folder or no interpreter: then nothing is the bundle's own kernel here, and
+        the share is taken by time and bytes alone)."""
+        if self._kernels is None or not self.call_own_launches:
+            return None
+        return self.call_own_launches[0] > 0
+
+    def first_call_report(self, *, q_bytes: int | None, top: int = 5) -> FallbackReport:
+        """The report of the first watched call alone (``report``, when it is the only one)."""
+        if self.calls != 1:
+            raise RuntimeError("the first call's report is asked after more calls were watched")
+        return self.report(q_bytes=q_bytes, top=top)
 
     def _median_part(self, seconds: list[float]) -> float | None:
         """The median over the watched calls of ``seconds`` (one entry per call) as a share

@@ -27,6 +27,7 @@ is not device time; only the copies it needs show up, as other.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import sys
@@ -136,6 +137,7 @@ def attribution_report(
 ) -> FallbackReport:
     """Own-kernel share of device time over ``activities``, and the top non-own kernels."""
     totals = {OWN: 0, OTHER: 0, NEUTRAL: 0}
+    own_activities = 0
     others: dict[str, KernelStats] = {}
     warnings: list[str] = []
     # A call launches the same few kernel names thousands of times (a per-token loop):
@@ -150,6 +152,8 @@ def attribution_report(
     for activity in activities:
         verdict = classify_activity(activity, origins, matches)
         totals[verdict] += activity.duration_ns
+        if verdict == OWN:
+            own_activities += 1
         if verdict != OTHER:
             continue
         name = activity.name[:_NAME_CHARS]
@@ -186,6 +190,7 @@ def attribution_report(
         total_s=measured * 1e-9,
         compute_s=totals[OTHER] * 1e-9,
         own_s=totals[OWN] * 1e-9,
+        own_activities=own_activities,
         neutral_s=totals[NEUTRAL] * 1e-9,
         top_ops=top_ops,
         warnings=warnings,
@@ -288,6 +293,38 @@ def triton_kernel_names(own_code_dir: Path | None) -> tuple[frozenset[str], froz
             else:
                 foreign.add(function.__name__)
     return frozenset(own), frozenset(foreign)
+
+
+def bundle_triton_names(own_code_dir: Path) -> frozenset[str]:
+    """Names of the Triton kernels (JIT functions, or autotuners and heuristics around
+    them) defined in the bundle and found in the globals of modules whose file, as named,
+    lies in ``own_code_dir``, and one level inside their classes, dicts and lists.
+
+    A quick first look (``CudaFallbackMonitor.first_call_launched_own``): no module's file
+    is resolved (only the kernels' own files), so it costs a fraction of
+    ``triton_kernel_names``, and it finds no foreign names. A name it gives may be one the
+    full look would not count as own, and the other way round: a match here only leaves
+    a shape watched on every call, as it was before the first call could decide it."""
+    try:
+        from triton.runtime.jit import KernelInterface
+    except ImportError:
+        return frozenset()
+    own_root = real_path(str(own_code_dir))
+    # The folder as named and as resolved: a module's file is compared as Python named it.
+    roots = (os.path.join(str(own_code_dir), ""), os.path.join(own_root, ""))
+    installed = _installed_roots()
+    names: set[str] = set()
+    for module in list(sys.modules.values()):
+        filename = getattr(module, "__file__", None)
+        if not isinstance(filename, str) or not filename.startswith(roots):
+            continue
+        for value in _module_values(module, nested=True):
+            function = _kernel_function(value, KernelInterface)
+            if function is not None and _is_own_file(
+                function.__code__.co_filename, own_root, installed
+            ):
+                names.add(function.__name__)
+    return frozenset(names)
 
 
 def extension_roots(own_code_dir: Path | None) -> tuple[str, ...]:
@@ -474,11 +511,46 @@ class CudaFallbackMonitor:
         host-op activity is most of the profiler's cost for a call of many small
         kernels (bench/profiler_cost.py: 11.7 of 13.3 s for a call the reference makes
         in 2.1 s unwatched, on the H200)."""
+        self._first_call_report: tuple[int, FallbackReport] | None = None
+        """``first_call_report``'s (its ``top``, the report), once made."""
 
     @property
     def calls(self) -> int:
         """How many calls were monitored."""
         return len(self.call_activities)
+
+    def first_call_launched_own(self) -> bool:
+        """Whether a device activity of the first watched call is the bundle's own
+        (``classify_activity`` says OWN).
+
+        The first call of several is profiled for its device activity only, so no kernel
+        of it has a launcher: an own kernel's name launched inside an aten op counts as own
+        here, which can only make this True (the shape is then watched on every call, as
+        any other). A quick look first: a kernel named after a Triton kernel found in the
+        bundle's own modules answers True without reading every loaded module (the honest
+        case, which then reads them once, at its report, as before); otherwise the origins
+        are read in full and the first call's report is made (kept for
+        ``first_call_report``): its count of own activities is the exact answer."""
+        if not self.call_activities:
+            raise RuntimeError("no call was watched")
+        names = {activity.name for activity in self.call_activities[0] if activity.kind == KERNEL}
+        if names:
+            quick = bundle_triton_names(self.own_code_dir) if self.own_code_dir else frozenset()
+            if any(_matches_triton_name(name, quick) is not None for name in names):
+                return True
+        return self.first_call_report().own_activities > 0
+
+    def first_call_report(self, *, q_bytes: int | None = None, top: int = 5) -> FallbackReport:
+        """The report of the first watched call alone (kernel launchers are unknown where
+        it was profiled for its device activity only), made once and handed out as a copy
+        (``q_bytes`` is unused)."""
+        if not self.call_activities:
+            raise RuntimeError("no call was watched")
+        if self._first_call_report is None or self._first_call_report[0] != top:
+            origins = kernel_origins(self.own_code_dir)
+            report = self._report_over(self.call_activities[:1], origins, top=top)
+            self._first_call_report = (top, report)
+        return copy.deepcopy(self._first_call_report[1])
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` under the profiler, the whole device synchronised before and inside.
@@ -507,9 +579,14 @@ class CudaFallbackMonitor:
             # Its first call's launchers were not recorded: no share can come of it alone.
             raise RuntimeError("the monitor was told of more calls than it watched")
         steady = self.call_activities[1:] or self.call_activities
-        report = attribution_report(
-            chain.from_iterable(steady), kernel_origins(self.own_code_dir), top=top
-        )
+        return self._report_over(steady, kernel_origins(self.own_code_dir), top=top)
+
+    def _report_over(
+        self, steady: list[list[DeviceActivity]], origins: KernelOrigins, *, top: int
+    ) -> FallbackReport:
+        """The report of the calls ``steady`` (the share, top kernels, the fastest call);
+        work outside the current stream is counted over every watched call."""
+        report = attribution_report(chain.from_iterable(steady), origins, top=top)
         busy = [busiest_stream_s(call) for call in steady]
         report.observed_call_s = min(busy) if busy and min(busy) > 0 else None
         current = _CURRENT_STREAMS.get(self.device.index or 0) if self.device else None

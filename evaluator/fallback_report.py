@@ -12,6 +12,11 @@ from typing import Any
 
 NO_KERNEL_WARNING = "no device kernel ran during the monitored calls"
 NO_MONITOR_WARNING = "no fallback monitor for this device"
+FIRST_CALL_DECIDED_WARNING = (
+    "a shape's first correctness call launched none of the bundle's own kernels: the shape "
+    "is a fallback (own-kernel share 0), decided on that call; its other correctness calls "
+    "were checked for correctness but not watched"
+)
 ALLOCATION_OPS = frozenset(
     {
         "empty",
@@ -105,6 +110,8 @@ class FallbackReport:
     with the bundle's folder: time inside its own Triton kernel launches."""
     neutral_s: float | None = None
     """CUDA: device time of memsets and fills, counted on neither side."""
+    own_activities: int = 0
+    """CUDA: how many device activities were the submission's own kernels."""
     other_stream_activities: int = 0
     """CUDA: device activities of the calls that ran on a stream other than the one the
     harness called on (CUDA events on that stream do not see them; the timer must then
@@ -113,6 +120,10 @@ class FallbackReport:
     """The fastest watched call after the first: its device busy time (CUDA: the busiest
     stream's kernels, copies and fills) or its wall time (CPU). The timed calls must not
     be much faster (see ``evaluator.measure.UNWATCHED_SPEEDUP_LIMIT``)."""
+    decided_on_first_call: bool = False
+    """The first watched call launched none of the bundle's own kernels: the shape is a
+    fallback with share 0, its later calls were not watched (``evaluator.fallback.
+    ShapeWatch``); the top ops are the first call's."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -126,8 +137,10 @@ class FallbackReport:
             "compute_bytes": self.compute_bytes,
             "own_s": self.own_s,
             "neutral_s": self.neutral_s,
+            "own_activities": self.own_activities,
             "other_stream_activities": self.other_stream_activities,
             "observed_call_s": self.observed_call_s,
+            "decided_on_first_call": self.decided_on_first_call,
             "top_ops": self.top_ops,
             "warnings": self.warnings,
         }

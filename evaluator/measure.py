@@ -134,7 +134,7 @@ def evaluate_shape(
     import torch  # heavy imports stay out of the runner process, which imports this module
 
     from evaluator.correctness import CandidateError, PhaseClock, check_shape
-    from evaluator.fallback import monitor_for, report_for
+    from evaluator.fallback import ShapeWatch, monitor_for, report_for
     from evaluator.integrity import OutsideWorkError, TamperingError, bound_checker
 
     shape_id = str(shape["shape_id"])
@@ -166,8 +166,12 @@ def evaluate_shape(
         candidate = build_candidate(model_class, init_kwargs, device, shape_id)
         # The correctness calls are also the ones watched for PyTorch fallbacks: every
         # correctness trial (check_shape runs the policy's count); the report comes only when
-        # all of them passed.
-        monitor = monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=spec.policy.trials)
+        # all of them passed. A first call that launched none of the bundle's own kernels
+        # decides the shape (a fallback, untimed): the others are checked but not watched.
+        monitor = ShapeWatch(
+            monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=spec.policy.trials),
+            decide_on_first_call=fallback_not_timed(0.0, job),
+        )
         phases["setup"] = round(_clock() - started, 4)  # reference and Model built
         pool_plan = shape.get("pool") if pool is not None else None
         pool_record: dict[str, Any] | None = None
@@ -186,7 +190,7 @@ def evaluate_shape(
             input_kwargs=shape["input_kwargs"],
             device=device,
             run_seed=job["seed"],
-            call_wrapper=monitor.call if monitor else None,
+            call_wrapper=monitor.call,
             after_call=bound_checker(guard, f"after a call of shape {shape_id}"),
             phases=phases,
             pool_plan=pool_plan,
@@ -199,6 +203,7 @@ def evaluate_shape(
             max_abs_error=correctness.max_abs_error,
             mismatch_share=correctness.mismatch_share,
             trials=correctness.trials,
+            watched_calls=monitor.watched_calls,
         )
         if not correctness.ok:
             record.update(status="incorrect", error=correctness.error, codes=["wrong_result"])
@@ -210,6 +215,7 @@ def evaluate_shape(
             share_by_time=fallback.share_by_time,
             share_by_bytes=fallback.share_by_bytes,
             top_ops=fallback.top_ops,
+            fallback_decided_on_first_call=fallback.decided_on_first_call,
         )
         record["warnings"].extend(fallback.warnings)
         phases["checks"] = round(_clock() - started, 4)
@@ -364,7 +370,10 @@ def fallback_not_timed(own_share: float | None, job: Mapping[str, Any]) -> bool:
     its error) and scores 0 whatever its speed. Timing it (at least 10 calls of the
     candidate and 10 of the reference) was most of the wall time of a submission with
     PyTorch in it: 434 of 758 s on the H200 for 20 operators, 12 of them references
-    (results/2026-12-01-h200-session7)."""
+    (results/2026-12-01-h200-session7). ``fallback_not_timed(0.0, job)`` also says whether a
+    first call that launched none of the bundle's own kernels decides its shape
+    (``evaluator.fallback.ShapeWatch``): not under a threshold of 0, where no share is a
+    fallback."""
     threshold = job.get("threshold_own_share")
     return threshold is not None and under_own_share_threshold(own_share, float(threshold))
 

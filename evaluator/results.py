@@ -48,6 +48,7 @@ SHAPE_FIELDS = (
     "q_write_bytes",
     "wall_s",
     "reference_pool",
+    "fallback_decided_on_first_call",
 )
 
 
@@ -107,9 +108,11 @@ def shape_entry(
 
     ``measurement`` is the child's record (times in seconds, own-kernel share, top ops,
     max abs error, verdict codes). A correct shape whose own-kernel share is under the
-    threshold becomes ``fallback``, and its error names the PyTorch ops that did the work;
-    so does one whose timed calls ran far faster than its watched calls
-    (``unwatched_error``, code ``unwatched_path``). A pass timed faster than the roofline
+    threshold becomes ``fallback``, and its error names the PyTorch ops that did the work
+    (and, where its first correctness call launched none of the submission's own kernels,
+    that this decided it: ``fallback_decided_on_first_call``); so does one whose timed
+    calls ran far faster than its watched calls (``unwatched_error``, code
+    ``unwatched_path``). A pass timed faster than the roofline
     or than a launch fails with ``above_roofline`` or ``impossible_time``. ``codes`` (and
     the record's) are the shape's verdict codes (``evaluator.verdicts``); a failing shape
     without one gets its status's.
@@ -129,6 +132,12 @@ def shape_entry(
             f"own kernels (threshold {threshold_own_share:.0%}); the rest: "
             f"{_describe_ops(measured.get('top_ops') or [])}"
         )
+        if measured.get("fallback_decided_on_first_call"):
+            error += (
+                "; decided on its first correctness call, which launched none of the "
+                "submission's own kernels (the other correctness calls were checked but not "
+                "watched)"
+            )
         if measured.get("not_timed"):
             error += " (not timed: a fallback scores 0 whatever its speed)"
         found = merge(found, ["fallback"])
@@ -192,6 +201,7 @@ def shape_entry(
         "q_write_bytes": shape.q_write,
         "wall_s": _wall(measured.get("wall_s")),
         "reference_pool": _pool_use(measured.get("reference_pool")),
+        "fallback_decided_on_first_call": bool(measured.get("fallback_decided_on_first_call")),
     }
 
 

@@ -473,6 +473,7 @@ def test_share_is_own_over_own_plus_other_with_memsets_excluded():
     )
     assert report.own_kernel_share == pytest.approx(60 / 105)
     assert report.own_s == pytest.approx(60e-6) and report.neutral_s == pytest.approx(500e-6)
+    assert report.own_activities == 1
     assert report.compute_s == pytest.approx(45e-6)
     assert report.top_ops[0] == {
         "op": CUBLAS,

@@ -3,7 +3,9 @@
 The shares are measured in a child process (``python -m tests.evaluator.test_fallback_cuda``)
 because this test session runs Triton in the interpreter (see ``conftest.py``), and a
 ``@triton.jit`` function decorated there never launches a device kernel. The same entry
-point with ``--examples`` prints the shares of the example bundles over the v0.1 suite.
+point with ``--examples`` prints the shares of the example bundles over the v0.1 suite, and
+with ``--shapes`` gives the child's record of one rms_norm shape per bundle, evaluated as
+the child does (``evaluator.measure.evaluate_shape``), with the calls the monitor watched.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -25,6 +28,7 @@ FIXTURES = REPO / "tests" / "evaluator" / "bundles" / "fallback"
 EXAMPLES = REPO / "examples" / "bundles"
 THRESHOLD = 0.8
 SHAPE = {"token_count": 4096, "hidden_size": 4096}
+SWITCH = FIXTURES / "first_call_switch"
 CASES = {
     "triton-baseline": EXAMPLES / "triton-baseline",
     "pytorch-eager": EXAMPLES / "pytorch-eager",
@@ -140,10 +144,57 @@ def example_shares(full_per_operator: int) -> dict[str, Any]:
     }
 
 
+def evaluate_case(bundle: Path) -> dict[str, Any]:
+    """The child's record of one rms_norm shape (``SHAPE``) of ``bundle``, evaluated as the
+    child does (its folder, the threshold), and ``monitor_calls``: the calls the CUDA
+    monitor watched. The candidate's module is dropped after it, so that a kernel name
+    that another case's bundle defines too is not "defined outside the bundle" there."""
+    from evaluator.child import import_candidate
+    from evaluator.fallback_cuda import CudaFallbackMonitor
+    from evaluator.measure import evaluate_shape
+
+    watched: list[int] = []
+    true_call = CudaFallbackMonitor.call
+
+    def counted(self: CudaFallbackMonitor, fn: Any) -> Any:
+        watched.append(1)
+        return true_call(self, fn)
+
+    module = import_candidate(bundle / "rms_norm.py", "rms_norm", bundle)
+    CudaFallbackMonitor.call = counted  # type: ignore[method-assign]
+    try:
+        job = {
+            "operator": "rms_norm",
+            "device": "cuda",
+            "seed": 20261202,
+            "time_budget_s": 0.2,
+            "bundle_dir": str(bundle),
+            "threshold_own_share": THRESHOLD,
+        }
+        hidden, tokens = SHAPE["hidden_size"], SHAPE["token_count"]
+        shape = {
+            "shape_id": "0",
+            "init_kwargs": {"eps": 1e-6},
+            "input_kwargs": SHAPE,
+            "q_read": 2 * (tokens * hidden + hidden),
+            "q_write": 2 * tokens * hidden,
+        }
+        started = time.perf_counter()
+        record = evaluate_shape(job=job, shape=shape, model_class=module.Model)
+        record["evaluate_wall_s"] = time.perf_counter() - started
+    finally:
+        CudaFallbackMonitor.call = true_call  # type: ignore[method-assign]
+        sys.modules.pop(module.__name__, None)
+    record["monitor_calls"] = len(watched)
+    return record
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``--cases`` (JSON of name -> bundle dir) or ``--examples``; JSON on stdout or ``--out``."""
+    """``--cases`` (JSON of name -> bundle dir), ``--shapes`` (the same, each evaluated as
+    the child does) or ``--examples``; JSON on stdout or ``--out``."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases")
+    parser.add_argument("--shapes")
     parser.add_argument("--examples", action="store_true")
     parser.add_argument("--full-per-operator", type=int, default=3)
     parser.add_argument("--out")
@@ -155,6 +206,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['bundle']:16} {row['operator']:19} {row['shape_id']:8} "
                 f"share={row['own_kernel_share']:.4f} correct={row['correct']}"
             )
+    elif args.shapes:
+        from evaluator.fallback import prepare_monitoring
+
+        prepare_monitoring(torch.device("cuda"))  # as the child does before the candidate
+        result = {name: evaluate_case(Path(path)) for name, path in json.loads(args.shapes).items()}
     else:
         result = {
             name: measure_case(Path(path), "rms_norm", {"eps": 1e-6}, SHAPE)
@@ -167,8 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_probe(cases: dict[str, Path]) -> dict[str, Any]:
-    """Measure ``cases`` in a child process with native (not interpreted) Triton."""
+def run_probe(cases: dict[str, Path], *, mode: str = "--cases") -> dict[str, Any]:
+    """Measure ``cases`` in a child process with native (not interpreted) Triton
+    (``mode``: ``--cases`` or ``--shapes``)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     completed = subprocess.run(
@@ -176,7 +233,7 @@ def run_probe(cases: dict[str, Path]) -> dict[str, Any]:
             sys.executable,
             "-m",
             "tests.evaluator.test_fallback_cuda",
-            "--cases",
+            mode,
             json.dumps({name: str(path) for name, path in cases.items()}),
         ],
         cwd=REPO,
@@ -242,6 +299,76 @@ def test_trivial_triton_part_is_counted_but_small(shares):
     # H200 with torch 2.11), and it is counted on the PyTorch side.
     kernels = {name for call in report["kernels_per_call"] for name, *_ in call}
     assert any("gemv" in name or "gemm" in name for name in kernels), sorted(kernels)
+
+
+# ------------------------------------------------- a shape decided on its first call (0.3.2)
+
+
+def switch_bundle(root: Path, name: str, *, own_on: list[int], wrong_on: list[int]) -> Path:
+    """A copy of the ``first_call_switch`` fixture with its schedule (calls from 1)."""
+    bundle = root / name
+    shutil.copytree(SWITCH, bundle)
+    schedule = {"own_on": own_on, "wrong_on": wrong_on}
+    (bundle / "schedule.json").write_text(json.dumps(schedule))
+    return bundle
+
+
+@pytest.fixture(scope="module")
+def first_call_records(tmp_path_factory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("first-call")
+    later = list(range(2, 200))  # every call after the first, timed ones included
+    cases = {
+        "pytorch-eager": EXAMPLES / "pytorch-eager",
+        "triton-baseline": EXAMPLES / "triton-baseline",
+        "own_then_torch": switch_bundle(root, "own_then_torch", own_on=[1], wrong_on=[]),
+        "torch_then_own": switch_bundle(root, "torch_then_own", own_on=later, wrong_on=[]),
+        "wrong_later": switch_bundle(root, "wrong_later", own_on=[], wrong_on=[2]),
+    }
+    result = run_probe(cases, mode="--shapes")
+    if os.environ.get("ATREX_FALLBACK_PROBE_OUT"):  # keep the figures of a GPU run
+        Path(os.environ["ATREX_FALLBACK_PROBE_OUT"]).with_suffix(".first-call.json").write_text(
+            json.dumps(result, indent=1, default=str)
+        )
+    return result
+
+
+@pytest.mark.parametrize("case", ["pytorch-eager", "torch_then_own"])
+def test_a_first_call_without_own_kernels_decides_the_shape_on_cuda(first_call_records, case):
+    from evaluator.fallback_report import FIRST_CALL_DECIDED_WARNING
+    from evaluator.operators import get_operator
+
+    record = first_call_records[case]
+    trials = get_operator("rms_norm").policy.trials
+    assert record["monitor_calls"] == 1 and record["watched_calls"] == 1, record
+    assert record["trials"] == trials and record["status"] == "pass", record
+    assert record["fallback_decided_on_first_call"] is True and record["not_timed"] is True
+    assert record["own_kernel_share"] == 0.0 and record.get("time_s") is None
+    assert FIRST_CALL_DECIDED_WARNING in record["warnings"]
+    # The evidence: the first call's non-own kernels (launchers unknown: it was profiled
+    # for its device activity only).
+    assert record["top_ops"] and all(op["launched_by"] is None for op in record["top_ops"])
+
+
+def test_a_wrong_answer_on_an_unwatched_call_is_caught_on_cuda(first_call_records):
+    record = first_call_records["wrong_later"]
+    assert record["monitor_calls"] == 1 and record["trials"] == 2, record
+    assert record["status"] == "incorrect" and record["codes"] == ["wrong_result"], record
+
+
+def test_a_first_call_with_own_kernels_is_watched_on_every_call_on_cuda(first_call_records):
+    from evaluator.operators import get_operator
+
+    trials = get_operator("rms_norm").policy.trials
+    honest = first_call_records["triton-baseline"]
+    assert honest["monitor_calls"] == trials and honest["watched_calls"] == trials, honest
+    assert honest["status"] == "pass" and honest["own_kernel_share"] >= 0.95, honest
+    assert honest["fallback_decided_on_first_call"] is False and honest["time_s"] > 0
+    # Its own kernel first, PyTorch after: watched on every call, a fallback by its share
+    # over the calls after the first, as before.
+    cheat = first_call_records["own_then_torch"]
+    assert cheat["monitor_calls"] == trials and cheat["fallback_decided_on_first_call"] is False
+    assert cheat["status"] == "pass" and cheat["own_kernel_share"] < THRESHOLD, cheat
+    assert cheat["not_timed"] is True
 
 
 def test_runner_marks_fallbacks_and_records_scan_warnings(tiny_suite, tmp_path):

@@ -130,6 +130,7 @@ def test_results_follow_the_documented_schema(triton_results):
         shapes_wall = 0.0
         for shape in entry["shapes"]:
             assert list(shape) == list(SHAPE_FIELDS)
+            assert shape["fallback_decided_on_first_call"] is False
             phases = shape["wall_s"]
             # The two parts and their total; since harness 0.2.5 also the parts' own parts
             # (docs/architecture.md), nothing else.
@@ -178,6 +179,10 @@ def test_pytorch_eager_is_all_fallback_and_scores_zero(tiny_suite, tmp_path):
             assert "not timed" in shape["error"]
             assert shape["time_ms"] is None and shape["reference_time_ms"] is None
             assert shape["reps"] is None and shape["wall_s"]["timing"] == 0.0
+            # Its first correctness call launched no kernel of its own: decided there.
+            assert shape["fallback_decided_on_first_call"] is True
+            assert "decided on its first correctness call" in shape["error"]
+    assert any("first correctness call" in w for w in results["operators"][0]["warnings"])
     assert results["scores"]["aggregate"] == 0
     assert results["scores"]["fallback_rate"] == 1.0
     assert results["scores"]["apparent_pass_rate"] == 1.0
