@@ -11,7 +11,7 @@
 #                  in $CUDA_VISIBLE_DEVICES, one task at a time
 #   gpu-node       one `worker` per GPU of this machine ($ATREX_GPUS, default: every GPU
 #                  nvidia-smi lists), each with its own CUDA_VISIBLE_DEVICES (and, with
-#                  $ATREX_SANDBOX_UID_BASE, its own two sandbox uids: base+2i, base+2i+1);
+#                  $ATREX_SANDBOX_UID_BASE, its own three sandbox uids: base+3i, +1, +2);
 #                  exits (for a restart) as soon as one of them exits
 #   anything else is run as given (e.g. `python manage.py createsuperuser`)
 set -euo pipefail
@@ -54,11 +54,13 @@ gpu_node() {
   IFS=, read -ra list <<<"$gpus"
   for gpu in "${list[@]}"; do
     (
-      # Each GPU's evaluation children get sandbox users of their own (two: the child
-      # started ahead runs as the second), so one GPU's candidate cannot signal another's.
+      # Each GPU's evaluation children get sandbox users of their own (three: children
+      # alive at once run as different ones: the next operator's child started ahead, the
+      # sanitizer's), so one GPU's candidate cannot signal another's.
       if [ -n "${ATREX_SANDBOX_UID_BASE:-}" ] && [ -z "${ATREX_SANDBOX_USER:-}" ]; then
-        export ATREX_SANDBOX_USER=$((ATREX_SANDBOX_UID_BASE + 2 * index))
-        export ATREX_SANDBOX_SECOND_USER=$((ATREX_SANDBOX_UID_BASE + 2 * index + 1))
+        export ATREX_SANDBOX_USER=$((ATREX_SANDBOX_UID_BASE + 3 * index))
+        export ATREX_SANDBOX_SECOND_USER=$((ATREX_SANDBOX_UID_BASE + 3 * index + 1))
+        export ATREX_SANDBOX_THIRD_USER=$((ATREX_SANDBOX_UID_BASE + 3 * index + 2))
       fi
       CUDA_VISIBLE_DEVICES="$gpu" exec "$SELF" worker
     ) &

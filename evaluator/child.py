@@ -82,11 +82,16 @@ class _Channel:
         write_frame(self._fd, message, key=self._key)
 
 
-def warm_up(device: str, steps: list[tuple[str, float]]) -> None:
+def warm_up(device: str, steps: list[tuple[str, float]], *, sanitize: bool = False) -> None:
     """Start everything the measurement uses, none of it the candidate's: import torch and
     the harness's modules (every built-in operator among them), set up the allocator and
     the device, start the profiler. Each step's end goes into ``steps`` (name,
-    ``time.perf_counter()``). Runs before the job arrives."""
+    ``time.perf_counter()``). Runs before the job arrives.
+
+    A sanitized child (``sanitize``: started under ``compute-sanitizer``, often while the
+    last operator's child is still timing) starts no profiler, which its call does not use,
+    and launches no kernel: on CUDA it only makes its context (under the tool, seconds),
+    so that its job begins with the device ready."""
     import torch
 
     import evaluator.correctness
@@ -104,7 +109,11 @@ def warm_up(device: str, steps: list[tuple[str, float]]) -> None:
     torch.empty(1)  # the allocator and dispatcher set up before the snapshot
     if torch.device(device).type == "cuda":
         torch.cuda.device_count()  # fills torch.cuda's lazy caches before the snapshot
+        if sanitize:
+            torch.cuda.synchronize(device)  # the context, without launching a kernel
     steps.append(("device", time.perf_counter()))
+    if sanitize:
+        return
     evaluator_fallback.prepare_monitoring(torch.device(device))
     steps.append(("profiler", time.perf_counter()))
 
@@ -353,11 +362,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--result-fd", type=int, required=True)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--reference-fd", type=int, default=None)
+    parser.add_argument(
+        "--sanitize", action="store_true", help="a sanitized child: its job is a sanitize job"
+    )
     args = parser.parse_args(argv)
     _not_dumpable()
     steps = [("start", time.perf_counter())]
     try:
-        warm_up(args.device, steps)
+        warm_up(args.device, steps, sanitize=args.sanitize)
     except BaseException:  # the harness could not start: say why in the log, exit 3
         traceback.print_exc()
         print("[harness] the evaluation harness could not start", file=sys.stderr, flush=True)
@@ -366,6 +378,11 @@ def main(argv: list[str] | None = None) -> int:
 
     deny_object_enumeration()  # before any candidate code: no gc.get_objects() and kin
     job = read_job(args.job_fd)
+    if bool(job.get("sanitize")) != args.sanitize:
+        # A sanitized child has no profiler for a measurement; a regular one is not under
+        # the tool: the runner's mistake, no candidate code has run.
+        print("[harness] the job does not fit this child (sanitize)", file=sys.stderr, flush=True)
+        return WARM_UP_FAILED
     go_fd = args.job_fd if job.get("sanitize") else None
     if go_fd is None:
         os.close(args.job_fd)

@@ -282,10 +282,9 @@ def sanitized_call(
     for its memory accesses only: the inputs of the first correctness trial, the device
     synchronised after the call (every stream's work done, so the tool has seen every
     kernel of it), no reference (the regular child checked the answer), no monitor, no
-    timing. The record's ``shared_memory`` says whether a kernel of the bundle's uses shared
-    memory (racecheck follows where it does, or cannot be told); a candidate thread left
-    running or tampering after the call makes it ``incorrect`` or ``runtime_error`` as in
-    ``evaluate_shape`` (the runner then keeps the operator's window open)."""
+    timing. A candidate thread left running or tampering after the call makes it
+    ``incorrect`` or ``runtime_error`` as in ``evaluate_shape`` (the runner then keeps the
+    operator's window open)."""
     import torch
 
     from evaluator.correctness import CandidateError, call_candidate, derive_seed
@@ -305,7 +304,7 @@ def sanitized_call(
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
         bound_checker(guard, f"after the sanitized call of shape {shape_id}")()
-        record.update(status="pass", shared_memory=shared_memory_used(job.get("bundle_dir")))
+        record.update(status="pass")
     except CandidateError as exc:
         record.update(error=exc.message, codes=[loud_code(exc.__cause__ or exc)])
     except TamperingError as exc:
@@ -319,41 +318,6 @@ def sanitized_call(
             raise
         record.update(error=f"shape {shape_id}: {message_of(exc)}", codes=[loud_code(exc)])
     return record
-
-
-def shared_memory_used(bundle_dir: Any) -> bool | None:
-    """Whether a Triton kernel of the bundle's own, compiled in this process, uses shared
-    memory: True or False from the compiled kernels' metadata, None when none was found
-    (a CUDA extension, say: then it cannot be told)."""
-    import sys
-
-    try:
-        from triton.runtime.jit import JITFunction
-    except ImportError:
-        return None
-    root = os.path.realpath(str(bundle_dir)) if bundle_dir else None
-    seen = False
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None) or ""
-        if root is None or not os.path.realpath(path).startswith(root + os.sep):
-            continue
-        for value in list(vars(module).values()):
-            function = value
-            for _ in range(4):  # autotuners and heuristics wrap the JITFunction in .fn
-                if isinstance(function, JITFunction):
-                    break
-                function = getattr(function, "fn", None)
-            if not isinstance(function, JITFunction):
-                continue
-            for caches in getattr(function, "device_caches", {}).values():
-                kernels = caches[0] if isinstance(caches, tuple) and caches else {}
-                for kernel in getattr(kernels, "values", lambda: [])():
-                    shared = getattr(getattr(kernel, "metadata", None), "shared", None)
-                    if isinstance(shared, int):
-                        seen = True
-                        if shared > 0:
-                            return True
-    return False if seen else None
 
 
 def loud_code(exc: BaseException) -> str:

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -237,8 +238,9 @@ def start_child(
     device: str,
     log_path: Path,
     sandbox: Sandbox,
-    second_user: bool = False,
+    user: int = 0,
     wrapper: list[str] | None = None,
+    sanitize: bool = False,
     extra_env: Mapping[str, str] | None = None,
     extra_fds: tuple[int, ...] = (),
     cache: str | None = None,
@@ -249,8 +251,11 @@ def start_child(
     """Start ``python -m evaluator.child`` for ``operator`` in its sandbox: it warms up the
     harness (torch, the device, the profiler; nothing of the candidate's) and then waits
     for its job, which ``run_started_child`` sends. Raises SandboxError when the policy
-    requires a protection that cannot be applied. ``wrapper`` goes before the child's
-    command (``compute-sanitizer ...``, see ``evaluator.sanitizer``), ``extra_env`` into
+    requires a protection that cannot be applied. ``user`` picks the sandbox user
+    (``Sandbox.child``). ``wrapper`` goes before the child's command
+    (``compute-sanitizer ...``, see ``evaluator.sanitizer``), and ``sanitize`` makes it a
+    sanitized child (``evaluator.child``: no profiler; its CUDA context made before the
+    job, no kernel launched before it); ``extra_env`` into
     its environment, ``extra_fds`` are passed on (the sanitizer's log pipe); ``cache`` and
     ``cache_from`` name its Triton cache (``Sandbox.child``); ``output_fd`` takes its stdout
     and stderr instead of ``log_path``; ``writable`` are folders of its own it may write
@@ -272,6 +277,7 @@ def start_child(
         device,
         "--reference-fd",
         str(reference_read),
+        *(["--sanitize"] if sanitize else []),
     ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     launched = time.monotonic()
@@ -279,7 +285,7 @@ def start_child(
         plan = sandbox.child(
             operator,
             bundle_dir,
-            second=second_user,
+            user=user,
             cache=cache,
             cache_from=cache_from,
             writable=writable,
@@ -291,6 +297,7 @@ def start_child(
             process = None
             if (
                 wrapper is None
+                and not sanitize
                 and not extra_fds
                 and output_fd is None
                 and forkserver.enabled(device)
@@ -411,12 +418,17 @@ def run_started_child(
 class ChildStarter:
     """Starts each operator's child, the next one ahead of its turn where it may.
 
-    While one child measures, the next operator's child is started (as the second sandbox
-    user, see ``Sandbox.can_overlap``) and warms up its harness, so its turn begins with
-    torch, the device and the profiler ready; it gets its job (and so runs candidate
-    code) only at its turn. A child started ahead that died before its turn (the
-    previous candidate took all GPU memory, say) is replaced by a fresh one. Use as a
-    context manager: a child never taken is stopped at the end.
+    While one child measures, the next operator's child is started and warms up its
+    harness, so its turn begins with torch, the device and the profiler ready; it gets its
+    job (and so runs candidate code) only at its turn. A child started ahead that died
+    before its turn (the previous candidate took all GPU memory, say) is replaced by a
+    fresh one. Use as a context manager: a child never taken is stopped at the end.
+
+    Children alive at once run as different sandbox users (``Sandbox.users``), so that one
+    candidate cannot signal, trace or kill another child: each child started here gets the
+    first user that no live child of this starter runs as (turn and turn about for the
+    operators' children; the sanitizer's children, ``SanitizerPass``, take the others).
+    Safe to call from several threads.
     """
 
     def __init__(
@@ -429,7 +441,8 @@ class ChildStarter:
         self.log_dir = log_dir
         self.ahead = ahead and sandbox.can_overlap
         self._next: StartedChild | None = None
-        self._second = True  # the user of the child started last (the first is not)
+        self._live: list[tuple[StartedChild, int]] = []
+        self._lock = threading.Lock()
 
     def __enter__(self) -> ChildStarter:
         return self
@@ -442,6 +455,32 @@ class ChildStarter:
     def _start(self, operator: str) -> StartedChild:
         return self.start(operator, log_path=self.log_path(operator), cache=operator)
 
+    def free_users(self) -> int:
+        """How many more children may start now: sandbox users no live child of this
+        starter runs as."""
+        with self._lock:
+            return self.sandbox.users - len(self._alive())
+
+    def _alive(self) -> list[tuple[StartedChild, int]]:
+        self._live = [(child, user) for child, user in self._live if child.process.poll() is None]
+        return self._live
+
+    def launch(self, make: Callable[[int], StartedChild]) -> StartedChild:
+        """``make(user)`` with the first sandbox user no live child runs as; the child is
+        counted as alive until its process has ended. Raises SandboxError when every user
+        is taken."""
+        with self._lock:
+            taken = {user for _, user in self._alive()}
+            free = [user for user in range(self.sandbox.users) if user not in taken]
+            if not free:
+                raise SandboxError(
+                    f"no sandbox user is free for another child ({len(taken)} alive): "
+                    f"{self.sandbox.no_overlap_reason or self.sandbox.no_third_reason}"
+                )
+            child = make(free[0])
+            self._live.append((child, free[0]))
+            return child
+
     def start(
         self,
         label: str,
@@ -450,6 +489,7 @@ class ChildStarter:
         cache: str | None = None,
         cache_from: list[str] | None = None,
         wrapper: list[str] | None = None,
+        sanitize: bool = False,
         extra_env: Mapping[str, str] | None = None,
         extra_fds: tuple[int, ...] = (),
         output_fd: int | None = None,
@@ -457,24 +497,23 @@ class ChildStarter:
         """Start a child now (``label`` names its sandbox folder). Its Triton cache is the
         run's folder ``cache`` (an operator's regular child), or a new one holding copies of
         the caches of ``cache_from`` (the sanitized child: nothing compiles under the tool);
-        ``wrapper``, ``extra_env`` and ``extra_fds`` as for ``start_child``."""
-        # Two children are alive at once only when started one after the other: turn
-        # and turn about, they run as different users.
-        if self.ahead:
-            self._second = not self._second
-        return start_child(
-            operator=label,
-            bundle_dir=self.bundle_dir,
-            device=self.device,
-            log_path=log_path,
-            sandbox=self.sandbox,
-            second_user=self.ahead and self._second,
-            wrapper=wrapper,
-            extra_env=extra_env,
-            extra_fds=extra_fds,
-            cache=cache or label,
-            cache_from=cache_from,
-            output_fd=output_fd,
+        ``wrapper``, ``sanitize``, ``extra_env`` and ``extra_fds`` as for ``start_child``."""
+        return self.launch(
+            lambda user: start_child(
+                operator=label,
+                bundle_dir=self.bundle_dir,
+                device=self.device,
+                log_path=log_path,
+                sandbox=self.sandbox,
+                user=user,
+                wrapper=wrapper,
+                sanitize=sanitize,
+                extra_env=extra_env,
+                extra_fds=extra_fds,
+                cache=cache or label,
+                cache_from=cache_from,
+                output_fd=output_fd,
+            )
         )
 
     def log_path(self, operator: str) -> Path:
@@ -784,7 +823,7 @@ def _evaluate_operator(
     manifest: BundleManifest,
     bundle_dir: Path,
     starter: ChildStarter,
-    next_operator: str | None,
+    on_sent: Callable[[], None] | None,
     hardware: HardwareProfile,
     device: str,
     seed: int,
@@ -797,8 +836,9 @@ def _evaluate_operator(
     suite_hash: str = "",
     timings: ReferenceTimings | None = None,
 ) -> dict[str, Any]:
-    """Evaluate one operator in its child (``next_operator``'s child, if any, is started
-    as soon as this one has its job) and return its entry of results.json.
+    """Evaluate one operator in its child (``on_sent`` is called as soon as it has its
+    job: the next operator's child, or the sanitizer's, starts ahead) and return its entry
+    of results.json.
 
     With a ``pool``, each shape with enough live entries gets a trial plan drawn from it
     (``ReferencePool.draw``) and the child's requests for their outputs are served; the
@@ -893,7 +933,7 @@ def _evaluate_operator(
                 job=job,
                 shape_timeout_s=shape_timeout_s,
                 on_record=on_record,
-                on_sent=lambda: starter.start_ahead(next_operator),
+                on_sent=on_sent,
                 references=pool.server(suite_hash, drawn) if pool is not None and drawn else None,
             )
         finally:
@@ -959,6 +999,14 @@ class _SanitizedChild:
 
     number: int
     log_path: Path
+    given: list[str] = field(default_factory=list)
+    """The operators it was given, in order (it goes as far as it can)."""
+    origin: float = 0.0
+    """When the pass began (``time.monotonic()``): the digest's times count from it."""
+    sent_at: float | None = None
+    """When its job was sent (``time.monotonic()``)."""
+    refused: bool = False
+    """The tool did not start with its log on the runner's pipe (see ``SanitizerPass``)."""
     reached: list[str] = field(default_factory=list)
     finished: set[str] = field(default_factory=set)
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -983,12 +1031,21 @@ class _SanitizedChild:
         return windows
 
     def digest(self) -> dict[str, Any]:
+        """Its figures for the environment digest: the operators it reached, ``start_s``
+        (from its job to ready), ``ahead_s`` (how long it had been up before its job: about
+        the last operator's turn for one started ahead), ``seconds`` (from its job to its
+        exit), ``job_at_s`` and ``gone_at_s`` (when its job was sent and when it was gone,
+        counted from the pass's beginning), how it ended and its log."""
         outcome = self.outcome or ChildOutcome()
+        gone = outcome.marks.get("gone")
+        sent = None if self.sent_at is None else self.sent_at - self.origin
         return {
             "operators": list(self.reached),
             "start_s": outcome.marks.get("ready"),
             "ahead_s": outcome.ahead_s,
-            "seconds": outcome.marks.get("gone"),
+            "seconds": gone,
+            "job_at_s": None if sent is None else round(sent, 3),
+            "gone_at_s": None if sent is None or gone is None else round(sent + gone, 3),
             "ended": "done" if "done" in outcome.marks else (outcome.error or "stopped"),
             "log": self.log_path.name,
         }
@@ -1011,7 +1068,8 @@ def _start_sanitized(
 ) -> tuple[memory_sanitizer.LogTap, StartedChild]:
     """Start a child under ``compute-sanitizer`` (``tool``), its reports on a ``LogTap``
     (``sanitizer-<tool>-<number>.log``), the Triton caches of ``cache_from`` copied in; it
-    warms up and waits for its job. Without ``own_log`` (a tool that would not write to
+    warms up (no profiler, its CUDA context made, no kernel launched) and waits for its
+    job. Without ``own_log`` (a tool that would not write to
     the pipe by path) the tap takes the child's stdout and stderr, the tool's reports
     among the candidate's prints."""
     log_path = log_dir / f"sanitizer-{tool}-{number}.log"
@@ -1025,6 +1083,7 @@ def _start_sanitized(
             f"sanitizer-{tool}-{number}",
             log_path=child_log,
             wrapper=memory_sanitizer.command(executable, tool, tap.write_fd if own_log else None),
+            sanitize=True,
             extra_env=memory_sanitizer.SANITIZER_ENV,
             extra_fds=(tap.write_fd,) if own_log else (),
             cache_from=cache_from,
@@ -1050,16 +1109,19 @@ def _run_sanitized_child(
     shape_timeout_s: float,
     prepared: tuple[memory_sanitizer.LogTap, StartedChild] | None = None,
     own_log: bool = True,
+    origin: float = 0.0,
 ) -> _SanitizedChild:
     """One child under ``compute-sanitizer`` (``tool``) for ``operators``, in order, until
     it finishes them, crashes or is stopped (``_StopChild``); see ``evaluator.sanitizer`` for
     the windows and why they hold. ``prepared``: that child, started ahead
-    (``_start_sanitized``)."""
+    (``_start_sanitized``); ``origin``: when the pass began."""
     tap, child = prepared or _start_sanitized(
         number=number, tool=tool, cache_from=operators, executable=executable,
         starter=starter, log_dir=log_dir, own_log=own_log,
     )  # fmt: skip
-    run = _SanitizedChild(number=number, log_path=Path(tap.path))
+    run = _SanitizedChild(
+        number=number, log_path=Path(tap.path), given=list(operators), origin=origin
+    )
     job = {
         "operator": operators[0],
         "bundle_dir": jobs[operators[0]]["bundle_dir"],
@@ -1131,12 +1193,16 @@ def _run_sanitized_child(
             except OSError:
                 pass  # the child is gone; its end tells the rest
 
+    def sent() -> None:
+        run.sent_at = time.monotonic()
+
     try:
         holder.append(child)
         try:
             run.outcome = run_started_child(
                 child, job=job, shape_timeout_s=shape_timeout_s, on_record=lambda _: None,
-                watch_processes=False, on_event=on_event, tap=tap, keep_job_pipe=True,
+                on_sent=sent, watch_processes=False, on_event=on_event, tap=tap,
+                keep_job_pipe=True,
             )  # fmt: skip
         except _StopChild as stop:
             run.outcome = ChildOutcome()
@@ -1208,155 +1274,267 @@ def _prepare_pool(
     return summary
 
 
-def _sanitize_operators(
-    *,
-    entries: list[dict[str, Any]],
-    jobs: Mapping[str, dict[str, Any]],
-    smallest: Mapping[str, ShapeSpec],
-    tools: tuple[str, ...],
-    executable: str,
-    sandbox: Sandbox,
-    device: str,
-    bundle_dir: Path,
-    log_dir: Path,
-    shape_timeout_s: float,
-) -> dict[str, Any]:
-    """Call each operator's smallest shape once under ``compute-sanitizer``: one child per
-    tool for all the operators, one after another (a child that crashes is replaced by a
-    new one that goes on from the next operator), and fail the shape, with code
-    ``memory_error``, at the first error the sanitizer reports in the operator's window of
-    the log (``evaluator.sanitizer``): a wrong-answer code, so the operator is
-    ``incorrect``. A call that crashed the child or failed under the tool loses its shape
-    (a loud failure, with the crash); one that timed out gets a warning. Only operators
-    whose smallest shape passed (or fell back) are checked, and their ``jobs`` hold their
-    child jobs. ``racecheck`` runs where the memcheck call found a kernel of the bundle's
-    with shared memory, or could not tell. Returns what ran, for the environment digest:
-    per tool the operators checked, the seconds it took, the operators it failed, each
-    child (its operators, start-up and total seconds, how it ended, its log) and reports
-    outside every operator's window."""
-    by_operator = {entry["operator"]: entry for entry in entries}
-    pending = [op for op in jobs if op in smallest]
-    shared: dict[str, bool | None] = {}
-    summary: dict[str, Any] = {"executable": executable, "tools": {}}
-    # Two sanitized children are alive at once only while the next tool's, started ahead,
-    # warms up (the tool's start, torch, the CUDA context) during this tool's pass.
-    starter = ChildStarter(sandbox=sandbox, device=device, bundle_dir=bundle_dir, log_dir=log_dir)
-    ahead: dict[str, tuple[memory_sanitizer.LogTap, StartedChild]] = {}
-    try:
-        return _sanitize_tools(
-            by_operator=by_operator, pending=pending, shared=shared, summary=summary,
-            jobs=jobs, smallest=smallest, tools=tools, executable=executable,
-            starter=starter, log_dir=log_dir, shape_timeout_s=shape_timeout_s, ahead=ahead,
-        )  # fmt: skip
-    finally:
-        for tap, child in ahead.values():
+class SanitizerPass:
+    """The compute-sanitizer pass of one run: each checked operator's smallest shape called
+    once more under each tool (``evaluator.sanitizer``), after every operator was measured.
+
+    Its children are started ahead (``start_ahead``), while the last operator's child
+    still measures, each as a sandbox user that no other live child runs as
+    (``ChildStarter``): they warm up (the tool, the interpreter, torch, their CUDA context,
+    no kernel) and wait. Their jobs come in ``run``, once every operator's child has ended,
+    so no sanitized call runs beside a timed one. There the tools' children run at the
+    same time (they only check correctness; nothing is timed in them), one thread following
+    each tool's children, as many tools at once as there are sandbox users to run them as
+    (else one after another). Each tool goes through its operators in one child, a new one
+    going on from the next operator after a crash; its reports are blamed by the windows
+    of its own log. The verdicts are then applied tool after tool, as when the tools ran in
+    turn: an operator an earlier tool failed keeps that tool's report.
+
+    ``racecheck`` runs only for the operators ``skipped`` does not name: those whose
+    regular child compiled kernels, none using shared memory (``racecheck_skips``).
+    """
+
+    def __init__(
+        self,
+        *,
+        tools: tuple[str, ...],
+        executable: str,
+        starter: ChildStarter,
+        log_dir: Path,
+        shape_timeout_s: float,
+    ) -> None:
+        self.tools = tools
+        self.executable = executable
+        self.starter = starter
+        self.log_dir = log_dir
+        self.shape_timeout_s = shape_timeout_s
+        self.shared_log: str | None = None
+        """Why the tools' reports are read from the children's output (None: their own log)."""
+        self._ahead: dict[str, tuple[memory_sanitizer.LogTap, StartedChild, list[str]]] = {}
+
+    def start_ahead(self, cache_from: list[str]) -> None:
+        """Start the first tools' children now, with copies of the Triton caches of
+        ``cache_from`` (the operators whose children have ended), while a sandbox user is
+        free beside the children alive; a start that fails is left to ``run``."""
+        for tool in self.tools:
+            if tool in self._ahead:
+                continue
+            if self.starter.free_users() < 1:
+                break
+            try:
+                tap, child = _start_sanitized(
+                    number=1, tool=tool, cache_from=cache_from, executable=self.executable,
+                    starter=self.starter, log_dir=self.log_dir,
+                )  # fmt: skip
+            except (SandboxError, OSError):
+                break
+            self._ahead[tool] = (tap, child, list(cache_from))
+
+    def close(self) -> None:
+        """Stop the children started ahead that were never given a job."""
+        for tap, child, _ in self._ahead.values():
             child.stop()
             tap.close()
+        self._ahead.clear()
 
+    def run(
+        self,
+        *,
+        entries: list[dict[str, Any]],
+        jobs: Mapping[str, dict[str, Any]],
+        smallest: Mapping[str, ShapeSpec],
+        skipped: Mapping[str, str] | None = None,
+        reasons: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Check the operators of ``jobs`` (those whose smallest shape passed or fell back;
+        ``smallest``: that shape) and fail a shape, with code ``memory_error``, at the first
+        error the sanitizer reports in its operator's window (a wrong-answer code: the
+        operator is ``incorrect``). A call that crashed the child or failed under the tool
+        loses its shape (a loud failure); one that timed out gets a warning. ``skipped``
+        (operator: why) are not racechecked; ``reasons`` say why the others are.
 
-def _sanitize_tools(
-    *,
-    by_operator: dict[str, dict[str, Any]],
-    pending: list[str],
-    shared: dict[str, bool | None],
-    summary: dict[str, Any],
-    jobs: Mapping[str, dict[str, Any]],
-    smallest: Mapping[str, ShapeSpec],
-    tools: tuple[str, ...],
-    executable: str,
-    starter: ChildStarter,
-    log_dir: Path,
-    shape_timeout_s: float,
-    ahead: dict[str, tuple[memory_sanitizer.LogTap, StartedChild]],
-) -> dict[str, Any]:
-    """``_sanitize_operators``' loop over the tools; ``ahead`` holds a child started ahead
-    of its tool's turn (stopped by the caller if never taken)."""
-    for index, tool in enumerate(tools):
-        if tool == "racecheck" and "memcheck" in tools:
-            pending = [op for op in pending if shared.get(op, None) is not False]
-        # An operator an earlier tool failed keeps that tool's report (its first).
-        done = {op for figures in summary["tools"].values() for op in figures["failed"]}
-        pending = [op for op in pending if op not in done]
-        started = time.monotonic()
-        failed: list[str] = []
-        children: list[dict[str, Any]] = []
-        outside: list[str] = []
-        per_operator: dict[str, float] = {}
-        queue = list(pending)
-        following = tools[index + 1] if index + 1 < len(tools) else None
+        Returns what ran, for the environment digest: ``pass_s`` (the pass's wall time, as
+        the evaluation sees it), ``concurrent`` (tools run at once), and per tool the
+        operators checked, its ``seconds`` (from the pass's beginning to its last child's
+        end), the operators it failed, each child (``_SanitizedChild.digest``) and reports
+        outside every operator's window; racecheck's ``skipped`` and ``reasons``."""
+        began = time.monotonic()
+        by_operator = {entry["operator"]: entry for entry in entries}
+        pending = [op for op in jobs if op in smallest]
+        skipped = dict(skipped or {})
+        plans = {
+            tool: [op for op in pending if not (tool == "racecheck" and op in skipped)]
+            for tool in self.tools
+        }
+        ready = [tool for tool in self._ahead if self._ahead[tool][1].process.poll() is None]
+        width = max(1, self.starter.free_users() + len(ready))
+        results: dict[str, tuple[list[_SanitizedChild], float]] = {}
+        failures: list[BaseException] = []
+
+        def check(tool: str) -> None:
+            try:
+                results[tool] = self._children(tool, plans[tool], jobs, smallest, began)
+            except BaseException as exc:  # raised again below, once every tool has ended
+                failures.append(exc)
+
+        try:
+            for first in range(0, len(self.tools), width):
+                wave = self.tools[first : first + width]
+                threads = [
+                    threading.Thread(target=check, args=(tool,), name=f"sanitizer-{tool}")
+                    for tool in wave[1:]
+                ]
+                for thread in threads:
+                    thread.start()
+                check(wave[0])
+                for thread in threads:
+                    thread.join()
+        finally:
+            self.close()
+        if failures:
+            raise failures[0]
+        summary: dict[str, Any] = {
+            "executable": self.executable,
+            "pass_s": round(time.monotonic() - began, 3),
+            "concurrent": min(width, len(self.tools)),
+            "tools": {},
+        }
+        if self.shared_log is not None:
+            summary["shared_log"] = self.shared_log
+        failed_before: set[str] = set()
+        for tool in self.tools:
+            runs, seconds = results[tool]
+            figures = self._judge(tool, runs, by_operator, smallest, failed_before)
+            failed_before.update(figures["failed"])
+            summary["tools"][tool] = {"operators": plans[tool], "seconds": seconds, **figures}
+            if tool == "racecheck":
+                summary["tools"][tool]["skipped"] = skipped
+                summary["tools"][tool]["reasons"] = {
+                    op: why for op, why in (reasons or {}).items() if op in plans[tool]
+                }
+        return summary
+
+    def _take_ahead(
+        self, tool: str, operators: list[str]
+    ) -> tuple[memory_sanitizer.LogTap, StartedChild] | None:
+        """The child started ahead for ``tool``, alive and with the caches it lacks copied
+        in (those of operators whose children had not ended when it started), or None."""
+        prepared = self._ahead.pop(tool, None)
+        if prepared is None:
+            return None
+        tap, child, copied = prepared
+        if child.process.poll() is not None:  # it died while it waited: a fresh one
+            child.stop()
+            tap.close()
+            return None
+        self.starter.sandbox.fill_cache(child.plan, [op for op in operators if op not in copied])
+        return tap, child
+
+    def _children(
+        self,
+        tool: str,
+        operators: list[str],
+        jobs: Mapping[str, dict[str, Any]],
+        smallest: Mapping[str, ShapeSpec],
+        began: float,
+    ) -> tuple[list[_SanitizedChild], float]:
+        """``tool``'s children for ``operators``: one, and a new one from the next operator
+        after each that crashed or was stopped; and the seconds from ``began`` to the last
+        one's end. A tool that does not take the pipe by path (its first child never
+        starts and writes nothing) runs again with its reports on the child's output."""
+        runs: list[_SanitizedChild] = []
+        queue = list(operators)
+        prepared = self._take_ahead(tool, operators) if queue else None
         while queue:
-            prepared = ahead.pop(tool, None)
-            if prepared is not None and prepared[1].process.poll() is not None:
-                prepared[1].stop()  # it died while it waited: a fresh one
+            own_log = self.shared_log is None
+            if prepared is not None and not own_log:
+                prepared[1].stop()  # started with its log on the pipe, which the tool refused
                 prepared[0].close()
                 prepared = None
-            if children and following in ahead:
-                # A replacement child would share a sandbox user with the one ahead.
-                tap, child = ahead.pop(following)
-                child.stop()
-                tap.close()
-            if (
-                following is not None
-                and following not in ahead
-                and starter.ahead
-                and not [c for c in children if c["operators"]]
-            ):
-                ahead[following] = _start_sanitized(
-                    number=1, tool=following, cache_from=list(pending), executable=executable,
-                    starter=starter, log_dir=log_dir, own_log="shared_log" not in summary,
-                )  # fmt: skip
             run = _run_sanitized_child(
-                number=len(children) + 1, tool=tool, operators=queue, jobs=jobs,
-                smallest=smallest, executable=executable, starter=starter, log_dir=log_dir,
-                shape_timeout_s=shape_timeout_s, prepared=prepared,
-                own_log="shared_log" not in summary,
+                number=len(runs) + 1, tool=tool, operators=queue, jobs=jobs,
+                smallest=smallest, executable=self.executable, starter=self.starter,
+                log_dir=self.log_dir, shape_timeout_s=self.shape_timeout_s,
+                prepared=prepared, own_log=own_log, origin=began,
             )  # fmt: skip
-            children.append(run.digest())
+            prepared = None
+            runs.append(run)
             outcome = run.outcome or ChildOutcome()
-            if "hello" not in outcome.marks and not run.data and "shared_log" not in summary:
+            if "hello" not in outcome.marks and not run.data and own_log:
                 # The tool wrote nothing and the child never started: this tool may not
                 # take the pipe by path. Again with its reports on the child's own output,
                 # where a candidate's prints can sit among them (the digest says so).
-                summary["shared_log"] = (
+                run.refused = True
+                self.shared_log = self.shared_log or (
                     f"compute-sanitizer did not start with --log-file on a pipe "
                     f"({outcome.error}); its reports were read from the children's output"
                 )
-                for tap, child in ahead.values():
-                    child.stop()
-                    tap.close()
-                ahead.clear()
+                continue
+            if not run.reached:
+                break
+            queue = queue[queue.index(run.reached[-1]) + 1 :]
+        return runs, round(time.monotonic() - began, 3)
+
+    def _judge(
+        self,
+        tool: str,
+        runs: list[_SanitizedChild],
+        by_operator: dict[str, dict[str, Any]],
+        smallest: Mapping[str, ShapeSpec],
+        failed_before: set[str],
+    ) -> dict[str, Any]:
+        """Apply ``tool``'s reports to the operators' entries (``_judge_sanitized``), except
+        for those an earlier tool failed (``failed_before``); its figures for the digest."""
+        failed: list[str] = []
+        outside: list[str] = []
+        per_operator: dict[str, float] = {}
+        for run in runs:
+            if run.refused:
                 continue
             per_operator.update(run.seconds)
+            outcome = run.outcome or ChildOutcome()
             reports, before = memory_sanitizer.attribute(run.data, run.windows(), tool)
             outside += [f.text() for f in before.findings]
             for operator in run.reached:
-                record = run.records.get(operator) or {}
-                if tool == "memcheck" and record.get("status") == "pass":
-                    shared[operator] = record.get("shared_memory")
+                if operator in failed_before:
+                    continue  # keeps the earlier tool's report, its first
                 if _judge_sanitized(
                     entry=by_operator[operator], shape=smallest[operator], tool=tool,
-                    report=reports[operator], record=record,
+                    report=reports[operator], record=run.records.get(operator) or {},
                     finished=operator in run.finished, outcome=outcome, log=run.log_path.name,
                 ):  # fmt: skip
                     failed.append(operator)
             if not run.reached:
-                for operator in queue:
-                    by_operator[operator]["warnings"].append(
-                        f"the memory check ({tool}) did not run: "
-                        f"{outcome.error or 'the sanitized child did not start'}; "
-                        f"see {run.log_path.name}"
-                    )
-                break
-            queue = queue[queue.index(run.reached[-1]) + 1 :]
-        summary["tools"][tool] = {
-            "operators": list(pending),
-            "seconds": round(time.monotonic() - started, 3),
+                for operator in run.given:
+                    if operator not in failed_before:
+                        by_operator[operator]["warnings"].append(
+                            f"the memory check ({tool}) did not run: "
+                            f"{outcome.error or 'the sanitized child did not start'}; "
+                            f"see {run.log_path.name}"
+                        )
+        return {
             "per_operator_s": per_operator,
             "failed": failed,
-            "children": children,
+            "children": [run.digest() for run in runs],
             **({"outside_operators": outside} if outside else {}),
         }
-    return summary
+
+
+def racecheck_skips(
+    operators: list[str], *, sandbox: Sandbox, bundle_dir: Path
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Which ``operators`` racecheck (shared-memory hazards) can skip, and why the others
+    need it (``evaluator.sanitizer.racecheck_reason``), from the kernels each operator's
+    regular child compiled (its Triton cache, ``Sandbox.cache_folder``) and the bundle's
+    native code: (skipped, reasons), each operator: why."""
+    native = memory_sanitizer.native_code(bundle_dir)
+    skipped: dict[str, str] = {}
+    reasons: dict[str, str] = {}
+    for operator in operators:
+        kernels = memory_sanitizer.cache_kernels(sandbox.cache_folder(operator))
+        needed, why = memory_sanitizer.racecheck_reason(kernels, native)
+        (reasons if needed else skipped)[operator] = why
+    return skipped, reasons
 
 
 def _judge_sanitized(
@@ -1479,7 +1657,8 @@ def run_bundle(
     digest's ``sanitizer`` section says) call each operator's smallest shape once more
     under NVIDIA's ``compute-sanitizer``, after every operator has been measured: a memory
     error it reports makes the shape ``incorrect`` (code ``memory_error``), and so the
-    operator (``_sanitize_operators``).
+    operator (``SanitizerPass``; its children start while the last operator is measured,
+    where ``start_ahead`` is on, and the tools run at once).
 
     ``validation_variants`` (default on) also checks each operator at its hidden validation
     variants (``evaluator.variants``); a run an agent sees the results of (``--visibility
@@ -1632,6 +1811,37 @@ def run_bundle(
                     device=device,
                     scratch=scratch_dir,
                 )
+            tools = (
+                memory_sanitizer.DEFAULT_TOOLS if device_kind == "cuda" else ()
+            ) if sanitizer_tools is None else tuple(sanitizer_tools)  # fmt: skip
+            executable = memory_sanitizer.find_sanitizer() if tools else None
+            if tools and executable is None:
+                environment["sanitizer"] = {"missing": "compute-sanitizer was not found"}
+            sanitizer_pass = None
+            if tools and executable is not None:
+                sanitizer_pass = SanitizerPass(
+                    tools=tools, executable=executable, starter=starter, log_dir=logs,
+                    shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S,
+                )  # fmt: skip
+                stack.callback(sanitizer_pass.close)
+
+            def on_sent(operator: str) -> Callable[[], None]:
+                """What starts ahead once ``operator``'s child has its job: the next
+                operator's child; with the last one, the sanitizer's children too (with
+                the caches of the operators whose children have ended), as the sandbox
+                users left free allow."""
+                following = after.get(operator)
+                last = with_child[-1] if with_child else None
+                if operator != last or sanitizer_pass is None or not starter.ahead:
+                    return lambda: starter.start_ahead(following)
+                done = with_child[:-1]
+
+                def both() -> None:
+                    starter.start_ahead(following)  # a campaign's next round (serve)
+                    sanitizer_pass.start_ahead(done)
+
+                return both
+
             with starter:
                 for operator in selected:
                     if checkpoint_path is not None and entries:
@@ -1644,7 +1854,7 @@ def run_bundle(
                             manifest=manifest,
                             bundle_dir=bundle_dir,
                             starter=starter,
-                            next_operator=after.get(operator),
+                            on_sent=on_sent(operator),
                             hardware=profile,
                             device=device,
                             seed=seed,
@@ -1665,13 +1875,7 @@ def run_bundle(
                             timings=timings,
                         )
                     )
-            tools = (
-                memory_sanitizer.DEFAULT_TOOLS if device_kind == "cuda" else ()
-            ) if sanitizer_tools is None else tuple(sanitizer_tools)  # fmt: skip
-            executable = memory_sanitizer.find_sanitizer() if tools else None
-            if tools and executable is None:
-                environment["sanitizer"] = {"missing": "compute-sanitizer was not found"}
-            elif tools and executable is not None:
+            if sanitizer_pass is not None:
                 smallest = {}
                 for operator in with_child:
                     small = memory_sanitizer.smallest_shape(shapes[operator])
@@ -1701,19 +1905,17 @@ def run_bundle(
                     )
                     for operator in smallest
                 }
-                try:
-                    environment["sanitizer"] = _sanitize_operators(
-                        entries=entries,
-                        jobs=jobs,
-                        smallest=smallest,
-                        tools=tools,
-                        executable=executable,
-                        sandbox=sandbox,
-                        device=device,
-                        bundle_dir=bundle_dir,
-                        log_dir=logs,
-                        shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S,
+                skipped: dict[str, str] = {}
+                reasons: dict[str, str] = {}
+                if "racecheck" in tools:
+                    skipped, reasons = racecheck_skips(
+                        list(smallest), sandbox=sandbox, bundle_dir=bundle_dir
                     )
+                try:
+                    environment["sanitizer"] = sanitizer_pass.run(
+                        entries=entries, jobs=jobs, smallest=smallest, skipped=skipped,
+                        reasons=reasons,
+                    )  # fmt: skip
                 except (SandboxError, OSError) as exc:
                     # The measured results stand; the digest says the check did not run.
                     environment["sanitizer"] = {

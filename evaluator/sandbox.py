@@ -26,6 +26,7 @@ under ``missing`` in the results' environment digest.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
@@ -132,6 +133,10 @@ class SandboxPolicy:
     """A second unprivileged user (name or number) for the child started ahead of its turn
     while another child runs, so that the two cannot signal, trace or kill each other;
     default: uid 65533, if no account of this machine has it (see ``resolve_second_user``)."""
+    third_user: str = ""
+    """A third one, for the sanitizer pass's children started while the last operator's
+    child runs (``evaluator.runner.SanitizerPass``): default uid 65532, if no account of
+    this machine has it; without one, that pass starts fewer children ahead."""
     hidden_paths: tuple[str, ...] = ()
     cpu_time_s: int = 3600
     memory_bytes: int = 32 * 1024 * MiB
@@ -157,10 +162,10 @@ class SandboxPolicy:
         hidden_paths: Iterable[str] = (),
     ) -> SandboxPolicy:
         """The policy from ``ATREX_SANDBOX`` (mode), ``ATREX_SANDBOX_USER``/``_GID``,
-        ``ATREX_SANDBOX_SECOND_USER``, ``ATREX_SANDBOX_HIDE`` (os.pathsep-separated),
-        ``ATREX_SANDBOX_CPU_S``, ``ATREX_SANDBOX_MEMORY_MB``, ``ATREX_SANDBOX_PROCESSES``,
-        ``ATREX_SANDBOX_FILE_MB`` and ``ATREX_SANDBOX_TMP_MB``; explicit arguments win over
-        the environment."""
+        ``ATREX_SANDBOX_SECOND_USER``, ``ATREX_SANDBOX_THIRD_USER``, ``ATREX_SANDBOX_HIDE``
+        (os.pathsep-separated), ``ATREX_SANDBOX_CPU_S``, ``ATREX_SANDBOX_MEMORY_MB``,
+        ``ATREX_SANDBOX_PROCESSES``, ``ATREX_SANDBOX_FILE_MB`` and ``ATREX_SANDBOX_TMP_MB``;
+        explicit arguments win over the environment."""
         environ = os.environ if environ is None else environ
 
         def number(name: str, default: int, scale: int = 1) -> int:
@@ -182,6 +187,7 @@ class SandboxPolicy:
             user=environ.get("ATREX_SANDBOX_USER", "").strip() or "nobody",
             gid=number("ATREX_SANDBOX_GID", 0) if gid_text else None,
             second_user=environ.get("ATREX_SANDBOX_SECOND_USER", "").strip(),
+            third_user=environ.get("ATREX_SANDBOX_THIRD_USER", "").strip(),
             hidden_paths=tuple(dict.fromkeys([*hidden, *hidden_paths])),
             cpu_time_s=number("ATREX_SANDBOX_CPU_S", cls.cpu_time_s),
             memory_bytes=number("ATREX_SANDBOX_MEMORY_MB", cls.memory_bytes // MiB, MiB),
@@ -196,6 +202,7 @@ class SandboxPolicy:
             "mode": self.mode,
             "user": self.user,
             "second_user": self.second_user or DEFAULT_SECOND_UID,
+            "third_user": self.third_user or DEFAULT_THIRD_UID,
             "hidden_paths": len(self.hidden_paths),
             "cpu_time_s": self.cpu_time_s,
             "memory_bytes": self.memory_bytes,
@@ -225,30 +232,107 @@ def resolve_user(user: str, gid: int | None) -> tuple[int, int]:
 
 
 DEFAULT_SECOND_UID = "65533"
+DEFAULT_THIRD_UID = "65532"
+MAX_USERS = 3
+"""Children alive at once, at most: the running operator's and two sanitized children
+started ahead of the sanitizer pass (or, during the pass, one per tool)."""
+
+
+def _other_user(
+    user: str, taken: Mapping[int, str], *, default: str, variable: str, purpose: str
+) -> tuple[int, int]:
+    """(uid, gid) of a sandbox user beside the first, whose uid must not be one of
+    ``taken`` (uid: what that user is): ``user`` if given, else uid ``default`` (its own
+    gid) if no account of this machine holds it. ``purpose`` ends the message that asks
+    for one."""
+    if user:
+        uid, gid = resolve_user(user, None)
+    else:
+        uid = gid = int(default)
+        try:
+            holder = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            holder = None
+        if holder is not None:
+            raise SandboxError(
+                f"uid {uid} belongs to {holder!r} here; set {variable} to a {purpose}."
+            )
+    if uid in taken:
+        raise SandboxError(f"{variable} is {taken[uid]}; it must be another unprivileged user.")
+    return uid, gid
 
 
 def resolve_second_user(user: str, first: tuple[int, int]) -> tuple[int, int]:
     """(uid, gid) of the second sandbox user, which must differ from the first. Without
     one configured, uid 65533 (its own gid) if no account of this machine holds it."""
-    if user:
-        uid, gid = resolve_user(user, None)
-    else:
-        uid = gid = int(DEFAULT_SECOND_UID)
-        try:
-            taken = pwd.getpwuid(uid).pw_name
-        except KeyError:
-            taken = None
-        if taken is not None:
-            raise SandboxError(
-                f"uid {uid} belongs to {taken!r} here; set ATREX_SANDBOX_SECOND_USER to a "
-                "second unprivileged user for the child that starts ahead of its turn."
-            )
-    if uid == first[0]:
-        raise SandboxError(
-            "ATREX_SANDBOX_SECOND_USER is the sandbox user itself; it must be another "
-            "unprivileged user."
-        )
-    return uid, gid
+    return _other_user(
+        user,
+        {first[0]: "the sandbox user itself"},
+        default=DEFAULT_SECOND_UID,
+        variable="ATREX_SANDBOX_SECOND_USER",
+        purpose="second unprivileged user for the child that starts ahead of its turn",
+    )
+
+
+def resolve_third_user(
+    user: str, first: tuple[int, int], second: tuple[int, int]
+) -> tuple[int, int]:
+    """(uid, gid) of the third sandbox user, which must differ from the two others.
+    Without one configured, uid 65532 (its own gid) if no account of this machine holds
+    it."""
+    taken = {second[0]: "the second sandbox user", first[0]: "the sandbox user itself"}
+    return _other_user(
+        user,
+        taken,
+        default=DEFAULT_THIRD_UID,
+        variable="ATREX_SANDBOX_THIRD_USER",
+        purpose="third unprivileged user for the sanitizer's children that start ahead",
+    )
+
+
+GROUP_FILE_MAX_BYTES = 1 << 20
+
+
+def rehome_cache_groups(folder: Path, origin: Path) -> int:
+    """Make the copy of a Triton cache (``origin`` copied into ``folder``) stand alone:
+    Triton finds a compiled kernel through its group file (``<key>/__grp__<name>.json``),
+    which lists its files by absolute path, and compiles again when one of them cannot be
+    seen; a copy still names the origin's files, which the copy's child (another sandbox
+    user) cannot read. Each group file of the copy (a regular file in a real folder: a
+    child wrote the origin, links are not followed) that names the origin's files is
+    rewritten to name the copies; returns how many."""
+    old = os.path.join(os.path.realpath(origin), "")
+    new = os.path.join(os.path.realpath(folder), "")
+    rewritten = 0
+    for key in sorted(folder.iterdir()):
+        if key.is_symlink() or not key.is_dir():
+            continue
+        for target in sorted(key.glob("__grp__*.json")):
+            try:
+                descriptor = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(descriptor, "rb") as handle:
+                    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                        continue
+                    data = json.loads(handle.read(GROUP_FILE_MAX_BYTES))
+                paths = data["child_paths"]
+                if not isinstance(paths, dict) or not any(
+                    str(path).startswith(old) for path in paths.values()
+                ):
+                    continue
+                data["child_paths"] = {
+                    str(name): new + str(path)[len(old) :] if str(path).startswith(old) else path
+                    for name, path in paths.items()
+                }
+                staged = target.with_name(f".{target.name}.rehomed")
+                staged.unlink(missing_ok=True)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                with os.fdopen(os.open(staged, flags, 0o600), "w") as handle:
+                    json.dump(data, handle)
+                os.replace(staged, target)
+                rewritten += 1
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue  # not Triton's: left as it is (Triton then compiles that kernel again)
+    return rewritten
 
 
 # --------------------------------------------------------------------------- paths
@@ -653,8 +737,11 @@ class Sandbox:
         self.gid: int | None = None
         self.no_user_reason = "the evaluator does not run as root: the child keeps its user"
         self.second: tuple[int, int] | None = None
+        self.third: tuple[int, int] | None = None
         self.no_overlap_reason: str | None = None
         """Why two children may not run at once (None: they may)."""
+        self.no_third_reason: str | None = None
+        """Why a third child may not run beside two others (None: it may)."""
         if self.privileged:
             try:
                 self.uid, self.gid = resolve_user(self.policy.user, self.policy.gid)
@@ -665,8 +752,13 @@ class Sandbox:
         if self.uid is not None and self.gid is not None:
             try:
                 self.second = resolve_second_user(self.policy.second_user, (self.uid, self.gid))
+                self.third = resolve_third_user(
+                    self.policy.third_user, (self.uid, self.gid), self.second
+                )
             except SandboxError as exc:
-                self.no_overlap_reason = exc.message
+                if self.second is None:
+                    self.no_overlap_reason = exc.message
+                self.no_third_reason = exc.message
         self.runtime = runtime_paths(self.package_root)
         set_child_subreaper()
 
@@ -688,18 +780,31 @@ class Sandbox:
         (or, where the parent cannot switch users, as the caller, like everything else)."""
         return self.no_overlap_reason is None
 
+    @property
+    def users(self) -> int:
+        """How many children may be alive at once, each as a user none of the others runs
+        as (``user`` of ``child``): the sandbox user, the second and the third that could
+        be had; where the parent cannot switch users every child runs as the caller, and
+        the runner never needs more than ``MAX_USERS`` at once."""
+        if not self.can_overlap:
+            return 1
+        if self.uid is None:
+            return MAX_USERS
+        return 1 + (self.second is not None) + (self.third is not None)
+
     def child(
         self,
         label: str,
         bundle_dir: Path | None,
         *,
-        second: bool = False,
+        user: int = 0,
         cache: str | None = None,
         cache_from: Iterable[str] | None = None,
         writable: Iterable[Path] = (),
     ) -> ChildSandbox:
         """The plan of one child: its private temp folder, what it sees and as whom
-        (``second``: as the second sandbox user, for a child started while another runs);
+        (``user``: 0 for the sandbox user, 1 for the second, 2 for the third, for a child
+        alive beside others, see ``users``);
         ``writable``: existing folders of this child's own that it may also write (made
         its user's here).
 
@@ -710,12 +815,16 @@ class Sandbox:
         again under the tool). Copies, so no two children ever write one folder: the
         kernels of the bundle's operators come from children of the same bundle, which
         gives the child nothing its own code could not do."""
-        if second and not self.can_overlap:
-            raise SandboxError(f"A child cannot start beside another: {self.no_overlap_reason}")
+        if user >= self.users:
+            reason = self.no_overlap_reason if user == 1 else self.no_third_reason
+            raise SandboxError(f"A child cannot start beside {user} other(s): {reason}")
         self._counter += 1
         private = self.scratch / f"sandbox-{self._counter}-{label}"
         private.mkdir(mode=0o700)
-        uid, gid = self.second if second and self.second else (self.uid, self.gid)
+        uid, gid = self.uid, self.gid
+        other = (self.second, self.third)[user - 1] if user else None
+        if uid is not None and other is not None:
+            uid, gid = other
         own = [os.path.realpath(folder) for folder in writable]
         if uid is not None and gid is not None:
             for folder in (private, *own):
@@ -761,29 +870,45 @@ class Sandbox:
             cache_dir=cache_dir,
         )
 
+    def cache_folder(self, name: str) -> Path:
+        """``caches/<name>`` in the run's scratch: the Triton cache of the child planned
+        with ``cache=name`` (which may not exist)."""
+        return self.scratch / "caches" / name.replace(os.sep, "_")
+
     def _cache(
         self, name: str, sources: Iterable[str], uid: int | None, gid: int | None
     ) -> str | None:
         """Create (or reuse) ``caches/<name>`` for one child, filled from ``sources``' caches
         and owned by ``uid``; None when it cannot be made (the child then compiles in its
         private temp folder, as before)."""
-        root = self.scratch / "caches"
-        folder = root / name.replace(os.sep, "_")
+        folder = self.cache_folder(name)
         try:
-            root.mkdir(mode=0o711, exist_ok=True)
+            folder.parent.mkdir(mode=0o711, exist_ok=True)
             folder.mkdir(mode=0o700, exist_ok=True)
-            for source in sources:
-                origin = root / source.replace(os.sep, "_")
-                if origin.is_dir() and origin != folder:
-                    shutil.copytree(origin, folder, dirs_exist_ok=True, symlinks=True)
-            if uid is not None and gid is not None:
-                for path, dirnames, filenames in os.walk(folder):
-                    os.lchown(path, uid, gid)
-                    for entry in [*dirnames, *filenames]:
-                        os.lchown(os.path.join(path, entry), uid, gid)
+            self._fill(folder, sources, uid, gid)
         except OSError:
             return None
         return os.path.realpath(folder)
+
+    def fill_cache(self, child: ChildSandbox, sources: Iterable[str]) -> None:
+        """Copy more caches (``sources``, as for ``child(cache_from=...)``) into a started
+        child's own, before it gets its job: a sanitized child started while the last
+        operator's child still compiled gets that operator's kernels at its turn."""
+        if child.cache_dir is not None:
+            with contextlib.suppress(OSError):
+                self._fill(Path(child.cache_dir), sources, child.uid, child.gid)
+
+    def _fill(self, folder: Path, sources: Iterable[str], uid: int | None, gid: int | None) -> None:
+        for source in sources:
+            origin = self.cache_folder(source)
+            if origin.is_dir() and origin != folder:
+                shutil.copytree(origin, folder, dirs_exist_ok=True, symlinks=True)
+                rehome_cache_groups(folder, origin)
+        if uid is not None and gid is not None:
+            for path, dirnames, filenames in os.walk(folder):
+                os.lchown(path, uid, gid)
+                for entry in [*dirnames, *filenames]:
+                    os.lchown(os.path.join(path, entry), uid, gid)
 
     def environment(self, child: ChildSandbox, device: str) -> dict[str, str]:
         """The child's whole environment, built from the allow-list (no secrets)."""
@@ -961,6 +1086,13 @@ class Sandbox:
             "overlap": (
                 "the next operator's child starts while one runs"
                 + (f", as uid {self.second[0]}" if self.second else "")
+                + (
+                    f"; the sanitizer's children start ahead as uid {self.third[0]} too"
+                    if self.third
+                    else f"; a third user: {self.no_third_reason}"
+                    if self.no_third_reason
+                    else ""
+                )
                 if self.can_overlap
                 else f"children start one at a time: {self.no_overlap_reason}"
             ),

@@ -1,17 +1,19 @@
 """Memory safety on the GPU: each operator's smallest shape, called once under NVIDIA's
 ``compute-sanitizer``.
 
-Pure stdlib (the runner imports it; torch is never needed here). On CUDA, after every
-operator has been measured, the runner starts one child per tool with ``compute-sanitizer``
-as the wrapper of the child's command (``command``) and a ``sanitize`` job that lists the
-operators: the child checks them one after another, and for each imports the candidate,
-builds the smallest shape's inputs and makes one call of the candidate, neither checked
-against the reference (the regular child already did), watched nor timed
-(``evaluator.child.run_sanitize_job``). The tool is ``memcheck`` (out-of-bounds and
-misaligned accesses, hardware exceptions); ``racecheck`` (shared-memory hazards) follows for
-the operators whose memcheck call found a kernel of the bundle's that uses shared memory,
-or could not tell; ``initcheck`` (reads of uninitialised global memory) can be asked for
-(``--sanitizer-tools``). PyTorch's caching allocator is off in that child
+Pure stdlib (the runner imports it; torch is never needed here). On CUDA, the runner
+(``evaluator.runner.SanitizerPass``) starts one child per tool with ``compute-sanitizer``
+as the wrapper of the child's command (``command``), while the last operator is still
+measured; once every operator has been measured, each gets a ``sanitize`` job that lists
+the operators, and the tools' children run at the same time: each checks its operators one
+after another, and for each imports the candidate, builds the smallest shape's inputs and
+makes one call of the candidate, neither checked against the reference (the regular child
+already did), watched nor timed (``evaluator.child.run_sanitize_job``). The tool is
+``memcheck`` (out-of-bounds and misaligned accesses, hardware exceptions); ``racecheck``
+(shared-memory hazards) runs for the operators whose regular child compiled a kernel that
+uses shared memory, or where that cannot be told (``cache_kernels``, ``native_code``,
+``racecheck_reason``); ``initcheck`` (reads of uninitialised global memory) can be asked
+for (``--sanitizer-tools``). PyTorch's caching allocator is off in that child
 (``PYTORCH_NO_CUDA_MEMORY_CACHING=1``), so each tensor is its own allocation and a read past
 a tensor's end is outside any allocation, where the sanitizer sees it. The child gets the
 regular children's Triton caches, so nothing compiles under the tool. A child that crashes
@@ -78,18 +80,21 @@ sanitizer's first report.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 PREFIX = "========="
 TOOLS = ("memcheck", "racecheck", "initcheck")
 DEFAULT_TOOLS = ("memcheck", "racecheck")
-"""racecheck runs only where the memcheck child found (or could not rule out) a kernel of
-the bundle's that uses shared memory."""
+"""racecheck runs only where a kernel the operator's regular child compiled uses shared
+memory, or where that cannot be told (``racecheck_reason``)."""
 PADDING_BYTES = 512
 """memcheck's padding after each allocation (bytes)."""
 PRINT_LIMIT = 10
@@ -400,3 +405,111 @@ def attribute(
     before = parse_report(data[: _line_start(data, first)].decode("utf-8", errors="replace"), tool)
     before.errors = len(before.findings) or None
     return by_operator, before
+
+
+# --------------------------------------------------------------------------- racecheck's operators
+
+PTX_MAX_BYTES = 16 << 20
+"""A compiled kernel's PTX read at most: a larger one counts as using shared memory."""
+NATIVE_SUFFIXES = frozenset(
+    {".so", ".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".o", ".a",
+     ".cubin", ".ptx", ".fatbin"}
+)  # fmt: skip
+"""Files of a bundle that are native code: kernels the Triton cache does not list."""
+_NATIVE_SOURCE = re.compile(
+    r"^\s*(?:from|import)\s+(?:cuda|cupy|numba|pycuda|tilelang|cutlass|cffi|ctypes)\b"
+    r"|\b(?:cpp_extension|load_inline|load_library|nvrtc|importlib|__import__)\b",
+    re.MULTILINE,
+)
+"""What in a bundle's Python source can build or load GPU code that is not Triton's (CUDA
+Python, CuPy, Numba, TileLang, CUTLASS, PyTorch's extensions), or import what cannot be
+read (dynamic imports): a conservative textual check, for honest bundles."""
+_SHARED_STATE_SPACE = re.compile(r"\.shared\b")
+
+
+def _read_own_file(path: os.PathLike[str] | str, limit: int) -> bytes | None:
+    """The first ``limit`` bytes of a regular file (never through a link: a child wrote the
+    folder), or None."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        return handle.read(limit)
+
+
+def cache_kernels(cache_dir: os.PathLike[str] | str) -> dict[str, bool]:
+    """The kernels a child compiled, from its Triton cache (``<key>/<name>.json``, the
+    compiled kernel's metadata, beside ``<name>.ptx``), each with whether it uses shared
+    memory: the metadata's ``shared`` (bytes of dynamic shared memory Triton launches it
+    with) above 0, or its PTX naming the shared state space anywhere but Triton's own
+    declaration of that memory (inline assembly can declare and use shared memory of its
+    own that ``shared`` does not count)."""
+    kernels: dict[str, bool] = {}
+    root = Path(cache_dir)
+    if not root.is_dir():
+        return kernels
+    keys = [key for key in sorted(root.iterdir()) if key.is_dir() and not key.is_symlink()]
+    for path in [path for key in keys for path in sorted(key.glob("*.json"))]:
+        if path.name.startswith("__grp__"):
+            continue
+        raw = _read_own_file(path, 1 << 20)
+        try:
+            metadata = json.loads(raw or b"")
+        except ValueError:
+            continue
+        if not isinstance(metadata, dict):
+            continue
+        name, shared = metadata.get("name"), metadata.get("shared")
+        if not isinstance(name, str) or not isinstance(shared, int):
+            continue  # not a compiled kernel's metadata
+        uses = shared > 0
+        ptx = _read_own_file(path.with_suffix(".ptx"), PTX_MAX_BYTES + 1)
+        if ptx is not None and not uses:
+            if len(ptx) > PTX_MAX_BYTES:
+                uses = True
+            else:
+                text = ptx.decode("utf-8", errors="replace")
+                uses = any(
+                    _SHARED_STATE_SPACE.search(line) and not line.lstrip().startswith(".extern")
+                    for line in text.splitlines()
+                )
+        label = f"{name} ({path.parent.name[:8]})"
+        kernels[label] = kernels.get(label, False) or uses
+    return kernels
+
+
+def native_code(bundle_dir: os.PathLike[str] | str) -> str | None:
+    """Why a bundle may launch GPU code that no Triton cache lists (a file of native code,
+    a Python source that can build or load some: ``_NATIVE_SOURCE``), or None."""
+    root = Path(bundle_dir)
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        relative = path.relative_to(root)
+        if path.suffix.lower() in NATIVE_SUFFIXES:
+            return f"the bundle holds native code ({relative})"
+        if path.suffix == ".py":
+            source = _read_own_file(path, 4 << 20) or b""
+            found = _NATIVE_SOURCE.search(source.decode("utf-8", errors="replace"))
+            if found:
+                return f"{relative} names {found.group(0).strip()!r}"
+    return None
+
+
+def racecheck_reason(kernels: Mapping[str, bool], native: str | None) -> tuple[bool, str]:
+    """Whether an operator needs racecheck (shared-memory hazards), and why: yes where a
+    kernel its regular child compiled uses shared memory, or where that cannot be told (no
+    compiled kernel in its cache, as for PyTorch-only code or the Triton interpreter, or
+    the bundle may launch code the cache does not list, ``native``); no where every kernel
+    it compiled uses none."""
+    using = sorted(name for name, uses in kernels.items() if uses)
+    if using:
+        return True, f"shared memory in {', '.join(using[:3])}"
+    if not kernels:
+        return True, "cannot tell: no compiled Triton kernel in its cache"
+    if native is not None:
+        return True, f"cannot tell: {native}"
+    return False, f"none of its {len(kernels)} compiled kernel(s) uses shared memory"

@@ -206,18 +206,18 @@ class RoundStarter(ChildStarter):
                     except OSError as exc:  # no bounded folder: no campaign cache
                         print(f"[serve] no Triton cache: {exc}", file=sys.stderr, flush=True)
                         self.cache_root = None
-        if self.ahead:
-            self._second = not self._second
         cache = folder / "triton-cache"
-        child = start_child(
-            operator=operator,
-            bundle_dir=folder / "bundle",
-            device=self.device,
-            log_path=folder / "child.log",
-            sandbox=self.sandbox,
-            second_user=self.ahead and self._second,
-            extra_env={"TRITON_CACHE_DIR": str(cache)} if self.cache_root else None,
-            writable=(cache,) if self.cache_root else (),
+        child = self.launch(
+            lambda user: start_child(
+                operator=operator,
+                bundle_dir=folder / "bundle",
+                device=self.device,
+                log_path=folder / "child.log",
+                sandbox=self.sandbox,
+                user=user,
+                extra_env={"TRITON_CACHE_DIR": str(cache)} if self.cache_root else None,
+                writable=(cache,) if self.cache_root else (),
+            )
         )
         self._folders[child.process.pid] = folder
         return child

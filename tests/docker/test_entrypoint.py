@@ -239,11 +239,12 @@ def test_gpu_node_starts_one_pinned_worker_per_gpu(
             users[worker.cuda_visible_devices] = (
                 variables.get("ATREX_SANDBOX_USER"),
                 variables.get("ATREX_SANDBOX_SECOND_USER"),
+                variables.get("ATREX_SANDBOX_THIRD_USER"),
             )
     finally:
         code = stop(node, timeout_s=60)
     # Each GPU's children run as sandbox users of their own.
-    assert users == {"0": ("61000", "61001"), "1": ("61002", "61003")}
+    assert users == {"0": ("61000", "61001", "61002"), "1": ("61003", "61004", "61005")}
     workers = {w.name: w for w in WorkerNode.objects.filter(name__in=names)}
     assert {name: w.cuda_visible_devices for name, w in workers.items()} == names
     assert all(w.queues == ["eval.cpu-dev"] and w.concurrency == 1 for w in workers.values())

@@ -2,7 +2,11 @@
 the tool played by ``fake_compute_sanitizer.py``: one sanitized child for all operators,
 each report blamed on the operator whose window of the log holds it, a crashed child
 replaced from the next operator, and a candidate that prints sanitizer-looking lines or
-fake markers, or leaves a thread to report later, shifts no blame."""
+fake markers, or leaves a thread to report later, shifts no blame. The tools' children
+start while the last operator is measured, wait for their jobs until every operator's child
+has ended, and run at once where there are sandbox users enough (else one after another);
+racecheck skips the operators whose compiled kernels use no shared memory, and an operator
+memcheck failed keeps memcheck's report."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.runner import run_bundle
+from evaluator.sandbox import SandboxError
 from evaluator.suite import load_suite
 
 from .conftest import TRITON_BASELINE
@@ -53,13 +58,17 @@ def _after(fd):
     print("========= Invalid __global__ read of size 4 bytes", flush=True)
     print("=========     at _noisy_kernel+0x10 in noisy.py:1", flush=True)
 """,
-    # Reads out of bounds from a thread it leaves running, after its call has returned.
+    # Reads out of bounds from a thread it leaves running, after its call has returned: once
+    # the next operator's call has been reported (so in that one's window, after its report;
+    # a fixed delay raced with the next operator's start on a loaded machine).
     "late": """
 def _after(fd):
     import threading, time
 
     def later():
-        time.sleep(0.3)
+        deadline = time.monotonic() + 60
+        while "ATREX_TEST_REPORTED" not in _os.environ and time.monotonic() < deadline:
+            time.sleep(0.01)
         _os.write(fd, b"oob _late_kernel\\n")
 
     threading.Thread(target=later).start()
@@ -69,11 +78,43 @@ def _after(fd):
 def _after(fd):
     import signal, time
     _os.write(fd, b"oob _crash_kernel\\n")
+    _os.environ["ATREX_TEST_REPORTED"] = "1"
     time.sleep(1.0)
     _os.kill(_os.getpid(), signal.SIGKILL)
 """,
     "honest": "\ndef _after(fd):\n    pass\n",
 }
+# What the Triton interpreter never writes: a compiled kernel in the regular child's own
+# Triton cache, as Triton lays it out (<key>/<name>.json with the "shared" bytes it launches
+# with, <name>.ptx, and the group file that names them by absolute path). Written at import
+# by the regular child only (the sanitized one has FAKE_SANITIZER_FD and a copy of it).
+CACHE_ENTRY = """
+def _compiled(name, shared, ptx):
+    import json
+    root = _os.environ.get("TRITON_CACHE_DIR")
+    if not root or "FAKE_SANITIZER_FD" in _os.environ:
+        return
+    folder = _os.path.join(root, "KEY" + name.upper())
+    _os.makedirs(folder, exist_ok=True)
+    files = {f"{name}.json": json.dumps({"name": name, "shared": shared, "num_warps": 4}),
+             f"{name}.ptx": ptx}
+    for file, text in files.items():
+        with open(_os.path.join(folder, file), "w") as handle:
+            handle.write(text)
+    group = {"child_paths": {file: _os.path.join(folder, file) for file in files}}
+    with open(_os.path.join(folder, f"__grp__{name}.json"), "w") as handle:
+        json.dump(group, handle)
+"""
+PTX_WITHOUT_SHARED = ".visible .entry {name}()\n{{\n\tld.global.b32 %r1, [%rd1];\n\tret;\n}}\n"
+PTX_WITH_SHARED = (
+    ".extern .shared .align 16 .b8 global_smem[];\n.visible .entry {name}()\n{{\n"
+    "\tst.shared.b32 [%r2], %r1;\n\tbar.sync 0;\n\tld.shared.b32 %r3, [%r4];\n\tret;\n}}\n"
+)
+
+
+def _kernel(name: str, shared: int, ptx: str) -> str:
+    """A role's line that writes one compiled kernel into the regular child's cache."""
+    return CACHE_ENTRY + f"\n_compiled({name!r}, {shared}, {ptx.format(name=name)!r})\n"
 
 
 @pytest.fixture
@@ -84,11 +125,12 @@ def fake_sanitizer(monkeypatch) -> Path:
     return FAKE
 
 
-def _bundle(root: Path, roles: dict[str, str]) -> Path:
+def _bundle(root: Path, roles: dict[str, str], extra: dict[str, str] | None = None) -> Path:
     root.mkdir()
     for operator, role in roles.items():
         source = (TRITON_BASELINE / f"{operator}.py").read_text()
-        (root / f"{operator}.py").write_text(source + HOOK + ROLES[role])
+        more = (extra or {}).get(operator, "")
+        (root / f"{operator}.py").write_text(source + HOOK + ROLES[role] + more)
     return root
 
 
@@ -176,3 +218,113 @@ def test_a_tool_that_refuses_the_log_pipe_is_run_again_on_the_childs_output(
     assert "did not start with --log-file" in section["shared_log"]
     refused, child = section["tools"]["memcheck"]["children"]
     assert refused["operators"] == [] and child["operators"] == ["fused_add_rms_norm", "rms_norm"]
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    """Whether two sanitized children were running at the same time (their job to their
+    exit, counted from the pass's beginning)."""
+    return a["job_at_s"] < b["gone_at_s"] and b["job_at_s"] < a["gone_at_s"]
+
+
+@pytest.mark.slow
+def test_the_tools_start_ahead_run_at_once_and_racecheck_skips_kernels_without_shared_memory(
+    tmp_path, fake_sanitizer, tiny_suite
+):
+    roles = {"fused_add_rms_norm": "honest", "rms_norm": "oob", "silu_and_mul": "honest"}
+    kernels = {
+        "rms_norm": _kernel("_rms_kernel", 16, PTX_WITH_SHARED),
+        "silu_and_mul": _kernel("_silu_kernel", 0, PTX_WITHOUT_SHARED),
+    }
+    bundle = _bundle(tmp_path / "bundle", roles, kernels)
+    results = run_bundle(
+        bundle_path=bundle,
+        suite=tiny_suite,
+        hardware="cpu-dev",
+        device="cpu",
+        time_budget_s=0.02,
+        log_dir=tmp_path / "logs",
+        validation_variants=False,
+        start_ahead=True,
+        sanitizer_tools=("memcheck", "racecheck"),
+    )
+    entries = {e["operator"]: e for e in results["operators"]}
+    section = results["environment"]["sanitizer"]
+    memcheck, racecheck = section["tools"]["memcheck"], section["tools"]["racecheck"]
+
+    # racecheck: not for silu_and_mul, whose one compiled kernel uses no shared memory; for
+    # rms_norm (its kernel does) and fused_add_rms_norm (no compiled kernel: cannot tell).
+    assert racecheck["skipped"] == {
+        "silu_and_mul": "none of its 1 compiled kernel(s) uses shared memory"
+    }
+    assert racecheck["operators"] == ["fused_add_rms_norm", "rms_norm"]
+    assert racecheck["reasons"]["rms_norm"].startswith("shared memory in _rms_kernel")
+    assert racecheck["reasons"]["fused_add_rms_norm"].startswith("cannot tell")
+    assert memcheck["operators"] == ["fused_add_rms_norm", "rms_norm", "silu_and_mul"]
+
+    # Verdicts as when the tools ran in turn: rms_norm's out-of-bounds read is memcheck's
+    # (racecheck saw it too, but an operator memcheck failed keeps memcheck's report).
+    (caught,) = _memory_errors(entries["rms_norm"])
+    assert "compute-sanitizer (memcheck) found an out-of-bounds" in caught["error"]
+    assert memcheck["failed"] == ["rms_norm"] and racecheck["failed"] == []
+    (race_child,) = racecheck["children"]
+    assert "_oob_kernel" in (tmp_path / "logs" / race_child["log"]).read_text()
+    for honest in ("fused_add_rms_norm", "silu_and_mul"):
+        assert entries[honest]["verdict"] == "pass", entries[honest]["shapes"]
+
+    # Both tools' children were started while the last operator was measured (each had
+    # been up for most of that operator's turn when its job came, where one started for
+    # the pass is up a moment) and ran at the same time.
+    (mem_child,) = memcheck["children"]
+    last = entries["silu_and_mul"]
+    for child in (mem_child, race_child):
+        assert child["ended"] == "done"
+        assert child["ahead_s"] > last["wall_s"] / 2, (child, last["wall_s"])
+    assert section["concurrent"] == 2 and _overlap(mem_child, race_child)
+    assert section["pass_s"] >= max(memcheck["seconds"], racecheck["seconds"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+@pytest.mark.parametrize("missing", ["third", "second"])
+def test_with_fewer_sandbox_users_fewer_children_start_ahead_and_run_at_once(
+    tmp_path, fake_sanitizer, tiny_suite, monkeypatch, missing
+):
+    # Without a third user only memcheck's child starts beside the last operator's, and
+    # racecheck's at the pass; without a second, none starts ahead and the tools take turns.
+    def refused(*args):
+        raise SandboxError(f"no {missing} user here")
+
+    monkeypatch.setattr(f"evaluator.sandbox.resolve_{missing}_user", refused)
+    roles = {"rms_norm": "oob", "silu_and_mul": "honest"}  # fused_add_rms_norm: missing
+    bundle = _bundle(tmp_path / "bundle", roles)
+    results = run_bundle(
+        bundle_path=bundle,
+        suite=tiny_suite,
+        hardware="cpu-dev",
+        device="cpu",
+        time_budget_s=0.02,
+        log_dir=tmp_path / "logs",
+        validation_variants=False,
+        start_ahead=True,
+        sanitizer_tools=("memcheck", "racecheck"),
+    )
+    entries = {e["operator"]: e for e in results["operators"]}
+    assert entries["fused_add_rms_norm"]["status"] == "missing"
+    section = results["environment"]["sanitizer"]
+    memcheck, racecheck = section["tools"]["memcheck"], section["tools"]["racecheck"]
+    assert memcheck["operators"] == racecheck["operators"] == ["rms_norm", "silu_and_mul"]
+    (caught,) = _memory_errors(entries["rms_norm"])
+    assert "compute-sanitizer (memcheck) found an out-of-bounds" in caught["error"]
+    assert memcheck["failed"] == ["rms_norm"] and racecheck["failed"] == []
+    assert entries["silu_and_mul"]["verdict"] == "pass"
+    (mem_child,) = memcheck["children"]
+    (race_child,) = racecheck["children"]
+    turn = entries["silu_and_mul"]["wall_s"]
+    assert race_child["ahead_s"] < turn / 2  # started for the pass
+    if missing == "third":
+        assert mem_child["ahead_s"] > turn / 2  # started during the last operator's turn
+        assert section["concurrent"] == 2 and _overlap(mem_child, race_child)
+    else:
+        assert mem_child["ahead_s"] < turn / 2
+        assert section["concurrent"] == 1 and not _overlap(mem_child, race_child)
+        assert results["environment"]["start_ahead"] is False

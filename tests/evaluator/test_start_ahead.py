@@ -20,10 +20,12 @@ import torch
 from evaluator.runner import ChildStarter, run_bundle, run_started_child, start_child
 from evaluator.sandbox import (
     DEFAULT_SECOND_UID,
+    DEFAULT_THIRD_UID,
     Sandbox,
     SandboxError,
     SandboxPolicy,
     resolve_second_user,
+    resolve_third_user,
 )
 
 from .conftest import TRITON_BASELINE, example_files
@@ -195,6 +197,67 @@ def test_the_second_sandbox_user(monkeypatch):
     assert f"uid {DEFAULT_SECOND_UID} belongs to 'someone'" in caught.value.message
 
 
+def test_the_third_sandbox_user(monkeypatch):
+    first, second = (65534, 65534), (65533, 65533)
+    assert resolve_third_user("12345", first, second) == (12345, 12345)
+    with pytest.raises(SandboxError, match="the second sandbox user"):
+        resolve_third_user("65533", first, second)
+    policy = SandboxPolicy.from_environment({"ATREX_SANDBOX_THIRD_USER": "4243"})
+    assert policy.third_user == "4243" and policy.to_dict()["third_user"] == "4243"
+    monkeypatch.setattr("pwd.getpwuid", lambda uid: (_ for _ in ()).throw(KeyError(uid)))
+    assert resolve_third_user("", first, second) == (65532, 65532)
+
+    class Taken:
+        pw_name = "nonroot"
+
+    monkeypatch.setattr("pwd.getpwuid", lambda uid: Taken())
+    with pytest.raises(SandboxError, match="ATREX_SANDBOX_THIRD_USER") as caught:
+        resolve_third_user("", first, second)
+    assert f"uid {DEFAULT_THIRD_UID} belongs to 'nonroot'" in caught.value.message
+
+
+class _Process:
+    def __init__(self) -> None:
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+
+class _Child:
+    """Stands in for a StartedChild: only its process's liveness matters here."""
+
+    def __init__(self, user: int) -> None:
+        self.user = user
+        self.process = _Process()
+
+
+def test_children_alive_at_once_never_share_a_sandbox_user(tmp_path):
+    sandbox = Sandbox(policy=SandboxPolicy(), scratch=tmp_path, privileged=False)
+    assert sandbox.users == 3  # the caller's user for all, as many as the runner needs
+    starter = ChildStarter(sandbox=sandbox, device="cpu", bundle_dir=tmp_path, log_dir=tmp_path)
+    running = starter.launch(_Child)
+    ahead = [starter.launch(_Child), starter.launch(_Child)]
+    assert [c.user for c in (running, *ahead)] == [0, 1, 2] and starter.free_users() == 0
+    with pytest.raises(SandboxError, match="no sandbox user is free"):
+        starter.launch(_Child)
+    running.process.returncode = 0  # its turn is over: its user is free again
+    assert starter.free_users() == 1 and starter.launch(_Child).user == 0
+
+
+@root_only
+def test_without_a_third_user_two_children_at_most_are_alive(tmp_path, monkeypatch):
+    monkeypatch.setattr(
+        "evaluator.sandbox.resolve_third_user",
+        lambda *args: (_ for _ in ()).throw(SandboxError("no third user here")),
+    )
+    sandbox = Sandbox(policy=SandboxPolicy(), scratch=tmp_path)
+    assert sandbox.can_overlap and sandbox.users == 2
+    assert "a third user: no third user here" in sandbox.probe()["overlap"]
+    with pytest.raises(SandboxError, match="no third user here"):
+        sandbox.child("x", None, user=2)
+
+
 @root_only
 def test_children_start_one_at_a_time_without_a_second_user(tmp_path, monkeypatch):
     monkeypatch.setattr(
@@ -207,4 +270,4 @@ def test_children_start_one_at_a_time_without_a_second_user(tmp_path, monkeypatc
     starter = ChildStarter(sandbox=sandbox, device="cpu", bundle_dir=tmp_path, log_dir=tmp_path)
     assert starter.ahead is False
     with pytest.raises(SandboxError):
-        sandbox.child("x", None, second=True)
+        sandbox.child("x", None, user=1)

@@ -6,6 +6,7 @@ format; the sanitizer itself runs in the GPU tests)."""
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -435,3 +436,148 @@ def test_the_log_tap_reads_the_tools_pipe_without_waiting(tmp_path):
     assert tap.drain() == len(_report("_k"))
     tap.close()
     assert (tmp_path / "tool.log").read_text() == _report("_k") and tap.ended
+
+
+# --------------------------------------------------------------------------- racecheck's operators
+
+
+def _compiled(cache: Path, name: str, shared: int, ptx: str | None) -> Path:
+    """A compiled kernel as Triton lays it out in a cache: <key>/<name>.json (its metadata,
+    with the bytes of shared memory it is launched with) beside <name>.ptx."""
+    folder = cache / f"KEY{name.upper()}"
+    folder.mkdir(parents=True)
+    (folder / f"{name}.json").write_text(f'{{"name": "{name}", "shared": {shared}}}')
+    if ptx is not None:
+        (folder / f"{name}.ptx").write_text(ptx)
+    return folder
+
+
+ELEMENTWISE_PTX = ".visible .entry k()\n{\n\tld.global.b32 %r1, [%rd1];\n\tret;\n}\n"
+# Triton declares its shared memory even where a kernel uses none; the declaration alone
+# is no use of it.
+DECLARED_ONLY_PTX = ".extern .shared .align 16 .b8 global_smem[];\n" + ELEMENTWISE_PTX
+# Inline assembly's own static shared memory, which the metadata's "shared" does not count.
+INLINE_ASM_PTX = ELEMENTWISE_PTX.replace("\tret;", "\t.shared .align 4 .b8 scratch[64];\n\tret;")
+
+
+def test_racecheck_is_skipped_only_where_every_compiled_kernel_uses_no_shared_memory(tmp_path):
+    cache = tmp_path / "cache"
+    _compiled(cache, "plain", 0, ELEMENTWISE_PTX)
+    _compiled(cache, "declared", 0, DECLARED_ONLY_PTX)
+    assert sanitizer.cache_kernels(cache) == {"plain (KEYPLAIN)": False,
+                                              "declared (KEYDECLA)": False}  # fmt: skip
+    needed, why = sanitizer.racecheck_reason(sanitizer.cache_kernels(cache), None)
+    assert (needed, why) == (False, "none of its 2 compiled kernel(s) uses shared memory")
+    # One kernel with shared memory, by the metadata or by its PTX, is enough to check.
+    _compiled(cache, "reduce", 32, None)
+    _compiled(cache, "asm", 0, INLINE_ASM_PTX)
+    kernels = sanitizer.cache_kernels(cache)
+    assert kernels["reduce (KEYREDUC)"] and kernels["asm (KEYASM)"]
+    needed, why = sanitizer.racecheck_reason(kernels, None)
+    assert needed and why == "shared memory in asm (KEYASM), reduce (KEYREDUC)"
+    # Nothing compiled (PyTorch only, the interpreter, no cache at all): cannot tell.
+    assert sanitizer.racecheck_reason(sanitizer.cache_kernels(tmp_path / "none"), None) == (
+        True,
+        "cannot tell: no compiled Triton kernel in its cache",
+    )
+    # Code the cache does not list (native code in the bundle): cannot tell either.
+    needed, why = sanitizer.racecheck_reason({"plain": False}, "the bundle holds native code")
+    assert needed and why == "cannot tell: the bundle holds native code"
+
+
+def test_a_child_cannot_hide_a_kernel_behind_a_link_or_a_file_that_is_not_triton_s(tmp_path):
+    cache = tmp_path / "cache"
+    folder = _compiled(cache, "plain", 0, ELEMENTWISE_PTX)
+    # Metadata that is not a compiled kernel's, and a link the runner must not follow.
+    (folder / "notes.json").write_text('{"shared": "none"}')
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"name": "linked", "shared": 64}')
+    (folder / "linked.json").symlink_to(outside)
+    elsewhere = _compiled(tmp_path / "elsewhere", "hidden", 64, None)
+    (cache / "KEYLINK").symlink_to(elsewhere, target_is_directory=True)
+    assert sanitizer.cache_kernels(cache) == {"plain (KEYPLAIN)": False}
+
+
+def test_native_code_in_a_bundle_means_racecheck_cannot_be_skipped(tmp_path):
+    assert sanitizer.native_code(REPO / "examples" / "bundles" / "triton-baseline") is None
+    cases = {
+        "so": ("lib/kernels.so", b"\x7fELF"),
+        "inline": ("op.py", b"from torch.utils.cpp_extension import load_inline\n"),
+        "cupy": ("op.py", b"import numpy\nimport cupy as cp\n"),
+        "dynamic": ("op.py", b"mod = __import__('cu' + 'da')\n"),
+    }
+    for label, (name, content) in cases.items():
+        bundle = tmp_path / label
+        (bundle / name).parent.mkdir(parents=True)
+        (bundle / name).write_bytes(content)
+        assert sanitizer.native_code(bundle) is not None, label
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "op.py").write_text("import torch\nimport triton\n# cuda kernels, written in Triton\n")
+    assert sanitizer.native_code(plain) is None
+
+
+TRITON_KERNELS = """
+import sys
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+@triton.jit
+def scale(x, y, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + i, tl.load(x + i, mask=i < n) * 2, mask=i < n)
+
+@triton.jit
+def row_sum(x, y, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    v = tl.load(x + tl.program_id(0) * n + i, mask=i < n, other=0.0)
+    tl.store(y + tl.program_id(0), tl.sum(v, axis=0))
+
+signature = {"x": "*fp32", "y": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+for kernel in (scale, row_sum):
+    source = ASTSource(fn=kernel, signature=signature, constexprs={"BLOCK": 1024})
+    triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+"""
+
+
+@pytest.mark.slow
+def test_the_shared_memory_of_real_triton_kernels_is_read_from_their_cache(tmp_path):
+    import subprocess
+    import sys
+
+    # Compiled for the H200 (sm_90) on this machine: Triton needs no GPU to compile.
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache"), "TRITON_INTERPRET": "0"}
+    program = tmp_path / "kernels.py"  # Triton reads a kernel's source from its file
+    program.write_text(TRITON_KERNELS)
+    done = subprocess.run(  # noqa: S603 - this interpreter, fixed code
+        [sys.executable, str(program)], env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"Triton cannot compile for sm_90 here: {done.stderr[-300:]}")
+    kernels = sanitizer.cache_kernels(tmp_path / "cache")
+    by_name = {label.split(" ")[0]: uses for label, uses in kernels.items()}
+    assert by_name == {"scale": False, "row_sum": True}
+
+
+def test_a_copied_triton_cache_finds_its_kernels_without_the_original(tmp_path, monkeypatch):
+    from triton.runtime.cache import FileCacheManager
+
+    from evaluator.sandbox import Sandbox, SandboxPolicy
+
+    sandbox = Sandbox(policy=SandboxPolicy(), scratch=tmp_path, privileged=False)
+    origin = sandbox.cache_folder("rms_norm")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(origin))
+    written = FileCacheManager("KEY")
+    group = {name: written.put(b"data", name) for name in ("k.json", "k.cubin")}
+    written.put_group("k.json", group)
+    copy = sandbox._cache("sanitizer-memcheck-1", ["rms_norm"], None, None)
+    assert copy is not None
+    # The origin gone (or unreadable to the copy's user): Triton still finds the kernel in
+    # the copy. A copy that named the origin's files would make it compile again.
+    origin.rename(tmp_path / "moved")
+    monkeypatch.setenv("TRITON_CACHE_DIR", copy)
+    found = FileCacheManager("KEY").get_group("k.json")
+    assert found is not None and set(found) == {"k.json", "k.cubin"}
+    assert all(path.startswith(copy + os.sep) for path in found.values())
