@@ -98,7 +98,8 @@ def api_token_create(
     return IssuedToken(token=token, secret=secret)
 
 
-def _cache_key(digest: str) -> str:
+def token_cache_key(digest: str) -> str:
+    """The key under which the shared cache keeps a token (or a revoke's tombstone)."""
     return f"atrex:api-token:{digest}"
 
 
@@ -106,7 +107,7 @@ def api_token_authenticate(*, secret: str) -> ApiToken | None:
     """The active token whose secret this is (with its user loaded), else None: from the
     shared cache, or the database (then kept, and marked used). See the module."""
     digest = token_digest(secret)
-    token = cache.get(_cache_key(digest))
+    token = cache.get(token_cache_key(digest))
     if token == _REVOKED:
         return None
     if token is None:
@@ -130,13 +131,13 @@ def api_token_authenticate(*, secret: str) -> ApiToken | None:
 def _keep(digest: str, token: ApiToken) -> None:
     """Keep a token read from the database; never over a revoke's tombstone, even one
     written after it was read."""
-    cache.add(_cache_key(digest), token, TOKEN_CACHE_S)
+    cache.add(token_cache_key(digest), token, TOKEN_CACHE_S)
 
 
 def _forget(digests: list[str]) -> None:
     """Tombstones for revoked tokens, over whatever the cache kept of them."""
     if digests:
-        cache.set_many({_cache_key(digest): _REVOKED for digest in digests}, TOKEN_CACHE_S)
+        cache.set_many({token_cache_key(digest): _REVOKED for digest in digests}, TOKEN_CACHE_S)
 
 
 def api_token_revoke(*, token: ApiToken) -> None:

@@ -3,7 +3,7 @@ clients, for readers without credentials, signed-in readers and API-token client
 without a new score published every few seconds.
 
     python bench/board_load.py [--submissions 10000] [--reseed] [--clients 50]
-        [--duration-s 20] [--max-requests 30000] [--workers 2]
+        [--duration-s 20] [--max-requests 30000] [--workers 4]
         [--endpoints board,api-board,submission,api-compare] [--viewers anonymous,session,token]
         [--publish-every-s 10] [--publish off|on|both]
 
@@ -14,18 +14,30 @@ without a new score published every few seconds.
 2. The site runs as in production: Redis as the shared cache (``ATREX_BENCH_CACHE_URL``,
    default ``redis://127.0.0.1:6379/0``, keys prefixed with the database's name), so that a
    score published by another process retires the shared copies at the next request.
-3. A reader who owns nothing (``bench-reader``) signs in (a session cookie) and gets an API
-   token; ``anonymous`` readers send neither.
+3. A reader who owns nothing (``bench-reader``) signs in (a session cookie, and the CSRF
+   cookie a browser holds after its log-in) and gets an API token; ``anonymous`` readers
+   send neither.
 4. Counts the SQL queries of each measured page per viewer in-process
    (CaptureQueriesContext): the request that builds the shared copy (after a generation
    bump) and the next one, which is served from it.
-5. Starts gunicorn on 127.0.0.1 with the production settings (DEBUG off), fresh per phase,
-   and runs the load generator (``load`` sub-command, standard library threads) in a
-   second process against each endpoint as each viewer; with ``--publish on`` a thread of
-   this process publishes a new scored submission (440 shape results) every
-   ``--publish-every-s`` seconds meanwhile, as a worker does. Prints p50/p95/p99 latency,
-   requests/s and the load average per phase. Every phase is bounded in requests and
-   seconds.
+5. Starts gunicorn on 127.0.0.1 with the production settings (DEBUG off) and the command
+   line of ``docker/entrypoint.sh web`` (sync workers, ``GUNICORN_WORKERS``'s default of 4
+   unless ``--workers``, the access log written: here to nowhere), fresh per phase, and
+   runs the load generator (``load`` sub-command) in a second process against each
+   endpoint as each viewer; with ``--publish on`` a thread of this process publishes a new
+   scored submission (440 shape results) every ``--publish-every-s`` seconds meanwhile, as
+   a worker does. Prints p50/p95/p99 latency, requests/s and the load average per phase,
+   and the CPU each request cost the load generator, gunicorn's workers and Redis (their
+   CPU time over the phase: Redis's counts whatever else uses it meanwhile). Every phase is
+   bounded in requests and seconds.
+
+The load generator shares the machine's cores with the site, as a browser would not: it
+is kept cheap so that it takes as little of them as it can. Each of its client threads
+sends request bytes built once (the same headers as ``http.client`` sends, ``Connection:
+close``) on a new socket, reads the answer into a buffer of its own until the server closes
+the connection, and checks its status line and ``Content-Length`` (no header parsing beyond
+that, no copy of the body), where ``http.client`` parses every header and copies the body.
+A request's latency is from the connection's start to the answer's last byte.
 
 A bench, not a test: it is not collected by pytest. Figures are for the machine it runs on.
 """
@@ -33,7 +45,6 @@ A bench, not a test: it is not collected by pytest. Figures are for the machine 
 from __future__ import annotations
 
 import argparse
-import http.client
 import io
 import json
 import os
@@ -345,11 +356,15 @@ def endpoints() -> dict[str, str]:
 
 
 def viewer_headers() -> dict[str, dict[str, str]]:
-    """Request headers per viewer: none; the session cookie of a signed-in reader who owns
-    nothing; an API token of that reader."""
+    """Request headers per viewer: none; the cookies of a signed-in reader who owns nothing,
+    as their browser holds them (the session's, and the CSRF cookie that the log-in's answer
+    set, as Django's ``login`` does: without it every page would draw them a new CSRF secret
+    and send it, as a browser's first page only gets); an API token of that reader."""
     from django.conf import settings
     from django.contrib.auth import get_user_model
+    from django.middleware.csrf import CSRF_ALLOWED_CHARS, CSRF_SECRET_LENGTH
     from django.test import Client
+    from django.utils.crypto import get_random_string
 
     from accounts.services import api_token_create
 
@@ -359,10 +374,12 @@ def viewer_headers() -> dict[str, dict[str, str]]:
     client = Client()
     client.force_login(reader)
     session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    csrf = get_random_string(CSRF_SECRET_LENGTH, CSRF_ALLOWED_CHARS)
     token = api_token_create(user=reader, name=f"bench {time.time():.0f}").secret
+    cookies = f"{settings.SESSION_COOKIE_NAME}={session}; {settings.CSRF_COOKIE_NAME}={csrf}"
     return {
         "anonymous": {},
-        "session": {"Cookie": f"{settings.SESSION_COOKIE_NAME}={session}"},
+        "session": {"Cookie": cookies},
         "token": {"Authorization": f"Token {token}"},
     }
 
@@ -408,9 +425,12 @@ def _free_port() -> int:
 
 
 def gunicorn_start(*, port: int, workers: int) -> subprocess.Popen:
+    """gunicorn as ``docker/entrypoint.sh web`` starts it (its access log to nowhere), with a
+    longer timeout (a phase's queue may hold a request longer than its 60 s)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "atrex_site.wsgi", "-b", f"127.0.0.1:{port}",
-         "-w", str(workers), "--timeout", "120", "--log-level", "warning"],
+         "-w", str(workers), "--timeout", "120", "--log-level", "warning",
+         "--access-logfile", "-", "--forwarded-allow-ips", "127.0.0.1"],
         cwd=REPO, env=_environment(), start_new_session=True,
         # The quick shutdown between phases logs a traceback per abandoned request.
         stdout=subprocess.DEVNULL, stderr=open(GUNICORN_LOG, "ab"),  # noqa: SIM115
@@ -426,6 +446,36 @@ def gunicorn_start(*, port: int, workers: int) -> subprocess.Popen:
     raise RuntimeError("gunicorn did not start")
 
 
+def request_bytes(*, host: str, port: int, path: str, headers: dict[str, str]) -> bytes:
+    """``GET path`` as ``http.client`` sends it (Host, Accept-Encoding: identity, the
+    given headers), asking the server to close the connection after its answer."""
+    lines = [f"GET {path} HTTP/1.1", f"Host: {host}:{port}", "Accept-Encoding: identity"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    lines += ["Connection: close", "", ""]
+    return "\r\n".join(lines).encode("latin-1")
+
+
+def answer_ok(answer: bytes | bytearray, size: int | None = None) -> str | None:
+    """None for a whole ``200`` answer (status line, then as many body bytes as its
+    ``Content-Length`` says) in the first ``size`` bytes of ``answer`` (default: all), else
+    what is wrong with it. Only the header is copied."""
+    size = len(answer) if size is None else size
+    end = answer.find(b"\r\n\r\n", 0, size)
+    if end < 0:
+        return "no complete header"
+    head = bytes(answer[:end])
+    status = head.split(b"\r\n", 1)[0]
+    if not status.startswith(b"HTTP/") or status.split(b" ", 2)[1:2] != [b"200"]:
+        return status.decode("latin-1", "replace")
+    at = head.lower().find(b"\r\ncontent-length:")
+    if at >= 0:
+        line_end = head.find(b"\r\n", at + 2)
+        length = int(head[at + 17 : line_end if line_end >= 0 else len(head)])
+        if size - end - 4 != length:
+            return f"body of {size - end - 4} bytes, not {length}"
+    return None
+
+
 def load(
     *,
     url: str,
@@ -436,9 +486,11 @@ def load(
 ) -> dict[str, object]:
     """``clients`` threads GET ``url`` with ``headers`` (a new connection per request, like
     gunicorn's sync workers want) until ``duration_s`` or ``max_requests``; latency
-    percentiles in ms."""
+    percentiles in ms and this process's CPU time (see the module on the client)."""
     parts = urlsplit(url)
     path = parts.path + (f"?{parts.query}" if parts.query else "")
+    address = (parts.hostname, parts.port)
+    request = request_bytes(host=parts.hostname, port=parts.port, path=path, headers=headers or {})
     latencies: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
@@ -447,6 +499,8 @@ def load(
 
     def client() -> None:
         nonlocal issued
+        buffer = bytearray(1 << 20)  # answers are read into it, never copied whole
+        view = memoryview(buffer)
         while time.monotonic() < deadline:
             with lock:
                 if issued >= max_requests:
@@ -457,21 +511,26 @@ def load(
             # the phase is bounded even when the server queues.
             timeout = max(1.0, deadline + GRACE_S - started)
             try:
-                connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
-                connection.request("GET", path, headers={**(headers or {}), "Connection": "close"})
-                response = connection.getresponse()
-                response.read()
-                connection.close()
-                ok = response.status == 200
+                with socket.create_connection(address, timeout=timeout) as connection:
+                    connection.sendall(request)
+                    size = 0
+                    while received := connection.recv_into(view[size:]):
+                        size += received
+                        if size == len(buffer):  # a larger answer: room for more
+                            view.release()
+                            buffer.extend(bytes(len(buffer)))
+                            view = memoryview(buffer)
+                wrong = answer_ok(buffer, size)
             except OSError as failure:
-                ok, response = False, failure
+                wrong = str(failure)
             elapsed = time.monotonic() - started
             with lock:
-                if ok:
+                if wrong is None:
                     latencies.append(elapsed)
                 else:
-                    errors.append(str(getattr(response, "status", response)))
+                    errors.append(wrong)
 
+    cpu_started = time.process_time()
     started = time.monotonic()
     threads = [threading.Thread(target=client) for _ in range(clients)]
     for thread in threads:
@@ -479,6 +538,7 @@ def load(
     for thread in threads:
         thread.join()
     wall = time.monotonic() - started
+    cpu_s = time.process_time() - cpu_started
     if len(latencies) >= 2:
         cuts = statistics.quantiles(latencies, n=100, method="inclusive")
         p50, p95, p99 = cuts[49] * 1e3, cuts[94] * 1e3, cuts[98] * 1e3
@@ -493,14 +553,39 @@ def load(
         "p50_ms": round(p50, 1),
         "p95_ms": round(p95, 1),
         "p99_ms": round(p99, 1),
+        "cpu_s": round(cpu_s, 3),
     }
+
+
+def _cpu_s_of_children(parent: int) -> float:
+    """The CPU time (user + system, s) of ``parent``'s child processes (gunicorn's workers)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[1]) == parent:  # ppid; utime, stime follow at 11, 12 (after the name)
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _redis_cpu_s() -> float:
+    import redis
+
+    found = redis.Redis.from_url(CACHE_URL).info("cpu")
+    return float(found["used_cpu_user"]) + float(found["used_cpu_sys"])
 
 
 def _phase(
     *, path: str, headers: dict[str, str], args: argparse.Namespace, publish: bool
 ) -> tuple[dict[str, object], float, int]:
-    """One load phase on a fresh gunicorn: the load generator's figures, the 1-minute load
-    average when it started and the scores published meanwhile."""
+    """One load phase on a fresh gunicorn: the load generator's figures (with the CPU s of
+    gunicorn's workers and Redis over it), the 1-minute load average when it started and
+    the scores published meanwhile."""
     port = args.port  # one address for the run: the shared copies name the host
     server = gunicorn_start(port=port, workers=args.workers)
     # The master listens before its workers have imported the site: wait until each
@@ -520,6 +605,7 @@ def _phase(
     try:
         if publisher is not None:
             publisher.__enter__()
+        workers_cpu_s, redis_cpu_s = _cpu_s_of_children(server.pid), _redis_cpu_s()
         done = subprocess.run(
             [sys.executable, __file__, "load", f"http://127.0.0.1:{port}{path}",
              "--clients", str(args.clients), "--duration-s", str(args.duration_s),
@@ -527,7 +613,10 @@ def _phase(
             capture_output=True, text=True, check=True,
             timeout=args.duration_s + 180,
         )  # fmt: skip
-        return json.loads(done.stdout), load_average, publisher.published if publisher else 0
+        figures = json.loads(done.stdout)
+        figures["server_cpu_s"] = round(_cpu_s_of_children(server.pid) - workers_cpu_s, 3)
+        figures["redis_cpu_s"] = round(_redis_cpu_s() - redis_cpu_s, 3)
+        return figures, load_average, publisher.published if publisher else 0
     finally:
         if publisher is not None:
             publisher.__exit__(None, None, None)
@@ -549,7 +638,9 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--duration-s", type=float, default=20)
     parser.add_argument("--max-requests", type=int, default=30000)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--workers", type=int, default=4, help="gunicorn's (docker/entrypoint.sh's default)"
+    )
     parser.add_argument(
         "--endpoints",
         default="board,api-board,submission,compare,api-compare",
@@ -604,12 +695,15 @@ def main() -> int:
     publishing = {"off": [False], "on": [True], "both": [False, True]}[args.publish]
     # A fresh gunicorn per phase: sync workers go on serving connections that a timed-out
     # client abandoned, so a slow endpoint would otherwise spill into the next phase.
-    print(f"\ngunicorn: {args.workers} sync workers on 127.0.0.1, DEBUG off, fresh per phase")
+    print(f"\ngunicorn: {args.workers} sync workers on 127.0.0.1, DEBUG off, access log on, "
+          "fresh per phase")  # fmt: skip
     print(f"load: {args.clients} concurrent clients, <= {args.duration_s} s and "
           f"<= {args.max_requests} requests per phase; publishing: a new score every "
           f"{args.publish_every_s:g} s where marked")  # fmt: skip
+    print("CPU ms per request: the load generator / gunicorn's workers / Redis")
     print(f"  {'endpoint':<13}{'viewer':<10}{'publish':>8}{'queries':>9}{'ok':>6}{'err':>5}"
-          f"{'req/s':>8}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>9}{'load':>6}")  # fmt: skip
+          f"{'req/s':>8}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>9}{'load':>6}"
+          f"  {'CPU ms/req':>18}")  # fmt: skip
     for name in wanted:
         for viewer in viewers:
             for publish in publishing:
@@ -617,9 +711,12 @@ def main() -> int:
                     path=paths[name], headers=headers[viewer], args=args, publish=publish
                 )
                 mark = f"{published}x" if publish else "-"
+                served = max(1, row["ok"] + row["errors"])
+                keys = ("cpu_s", "server_cpu_s", "redis_cpu_s")
+                cpu = "/".join(f"{row[key] * 1e3 / served:.2f}" for key in keys)
                 print(f"  {name:<13}{viewer:<10}{mark:>8}{counted[(name, viewer)]:>9}"
                       f"{row['ok']:>6}{row['errors']:>5}{row['rps']:>8}{row['p50_ms']:>8}"
-                      f"{row['p95_ms']:>8}{row['p99_ms']:>9}{load_average:>6.1f}"
+                      f"{row['p95_ms']:>8}{row['p99_ms']:>9}{load_average:>6.1f}  {cpu:>18}"
                       + (f"  errors e.g. {row['error_sample']}" if row["errors"] else ""),
                       flush=True)  # fmt: skip
     print(f"\ntotal {time.monotonic() - started:.0f} s")

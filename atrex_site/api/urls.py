@@ -10,19 +10,16 @@ from drf_spectacular.views import (
     SpectacularSwaggerSplitView,
 )
 
-from atrex_site.page_cache import cached_for_anonymous
 from leaderboard import api as leaderboard_api
 from submissions import api as submissions_api
 
+from .shared import shared_api
 from .tokens import TokenApi, TokenDetailApi
 
 urlpatterns = [
-    path(
-        "leaderboard/",
-        cached_for_anonymous(leaderboard_api.LeaderboardApi.as_view()),
-        name="leaderboard",
-    ),
-    path("compare/", leaderboard_api.CompareApi.as_view(), name="compare"),
+    # The two answers shared by every reader: served from their copy before DRF runs.
+    path("leaderboard/", shared_api(leaderboard_api.LeaderboardApi.as_view()), name="leaderboard"),
+    path("compare/", shared_api(leaderboard_api.CompareApi.as_view()), name="compare"),
     path("suites/", leaderboard_api.SuiteVersionListApi.as_view(), name="suites"),
     path("suites/<str:slug>/", leaderboard_api.SuiteVersionDetailApi.as_view(), name="suite"),
     path(

@@ -5,7 +5,6 @@ request; one request rebuilds while the others are served the previous copy."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 import threading
 import time
@@ -13,6 +12,7 @@ import time
 import pytest
 from django.conf import settings
 from django.core.cache import cache
+from django.test import Client
 from django.urls import reverse
 
 from accounts.services import api_token_create
@@ -26,13 +26,21 @@ pytestmark = pytest.mark.django_db
 CSRF_TOKEN = re.compile(rb'name="csrfmiddlewaretoken" value="[^"]+"')
 
 
-@pytest.fixture(autouse=True)
-def shared_copies(settings):
+@pytest.fixture(autouse=True, params=["memory", "redis"])
+def shared_copies(request, settings):
+    """Every test in the per-process memory cache (development, most tests), where every
+    API request runs its view, and in Redis with sessions read through it (production),
+    where the shared answers are served before DRF runs (atrex_site.api.shared)."""
     settings.ATREX = {**settings.ATREX, "PUBLIC_PAGE_CACHE_S": 60}
-    cache.clear()
+    if request.param == "redis":  # its own key prefix, deleted afterwards
+        request.getfixturevalue("redis_cache")
+        settings.SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+    else:
+        cache.clear()
     page_cache.forget_readers()
     yield
-    cache.clear()
+    if request.param == "memory":
+        cache.clear()
     page_cache.forget_readers()
 
 
@@ -176,7 +184,8 @@ def test_while_one_request_rebuilds_the_others_get_the_previous_copy(
     # Another submitter's (the board shows each submitter's best).
     publish_row(owner=UserFactory(), suite=catalogue, title="second row", fraction=0.5)  # a bump
     # Another process has taken this generation's lock and is building the page.
-    lock = f"atrex:shared:{page_cache._page_key(rf.get(url))}:lock:{page_cache.board_generation()}"
+    key = page_cache.shared_key(page_cache.page_key(rf.get(url)))
+    lock = f"{key}:lock:{page_cache.board_generation()}"
     assert cache.add(lock, "another builder", 60)
     with django_assert_num_queries(0):
         stale = client.get(url)
@@ -281,18 +290,17 @@ def test_a_copy_made_private_is_not_served_while_another_request_rebuilds(
     other = publish_row(owner=alice, suite=catalogue, title="alice other", fraction=0.4)
     if page == "submission page":
         url = reverse("submissions:detail", args=[other.pk])
-        key = page_cache._page_key(rf.get(url))
+        key = page_cache.page_key(rf.get(url))
     else:
         url = reverse("api:compare") + f"?submissions={public.pk},{other.pk}"
-        where = hashlib.sha256(f"http://testserver{url}".encode()).hexdigest()
-        key = f"api-compare:{where}"
+        key = page_cache.page_key(rf.get(url), absolute=True)
     client.force_login(bob)
     assert client.get(url).status_code == 200  # shared
     Submission.objects.filter(pk=other.pk).update(visibility="private")
     page_cache.board_changed()
     assert client.get(url).status_code == 404  # bob's request builds: not shareable
     # Another request has taken this generation's lock and is building.
-    lock = f"atrex:shared:{key}:lock:{page_cache.board_generation()}"
+    lock = f"{page_cache.shared_key(key)}:lock:{page_cache.board_generation()}"
     assert cache.add(lock, "another builder", 60)
     monkeypatch.setattr(page_cache, "WAIT_S", 0.1)
     assert client.get(url).status_code == 404
@@ -340,3 +348,58 @@ def test_the_compare_page_is_shared_but_the_form_and_ones_own_are_built_for_the_
     client.logout()
     for url in (form, reverse("leaderboard:compare") + f"?submissions={mine.pk},{first.pk}"):
         assert b"bob&#x27;s private" not in client.get(url).content
+
+
+def _form_token(content: bytes) -> str:
+    found = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', content)
+    assert found, "no CSRF token on the page"
+    return found.group(1).decode()
+
+
+@pytest.mark.parametrize("has_csrf_cookie", [False, True])
+def test_the_log_out_form_of_a_shared_page_passes_the_csrf_check(
+    catalogue, alice, bob, has_csrf_cookie
+):
+    """The header's CSRF token is masked per response (``page_cache.csrf_form_token``) in
+    Django's format; a reader without a CSRF cookie is sent one, a reader with one is not
+    sent it again, and either way the form's token passes Django's check."""
+    publish_row(owner=alice, suite=catalogue, title="alice's kernels", fraction=0.3)
+    url = _board_url(catalogue)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(bob)
+    if has_csrf_cookie:
+        client.get(reverse("login"))  # a page built by a template sets it
+        assert settings.CSRF_COOKIE_NAME in client.cookies
+        client.get(url)  # the copy built
+    else:
+        client.get(url)  # the copy built
+        client.cookies.pop(settings.CSRF_COOKIE_NAME, None)
+    pages = [client.get(url) for _ in range(2)]
+    assert [page["X-Atrex-Cache"] for page in pages] == ["hit", "hit"]
+    tokens = [_form_token(page.content) for page in pages]
+    assert tokens[0] != tokens[1]  # masked afresh
+    sent = [settings.CSRF_COOKIE_NAME in page.cookies for page in pages]
+    assert sent == ([False, False] if has_csrf_cookie else [True, False])
+    assert "Cookie" in pages[1]["Vary"]  # the header is this reader's
+    refused = client.post(reverse("logout"), {"csrfmiddlewaretoken": "x" * 64})
+    assert refused.status_code == 403
+    logged_out = client.post(reverse("logout"), {"csrfmiddlewaretoken": tokens[1]})
+    assert logged_out.status_code == 302
+    assert b"Log in" in client.get(url).content
+
+
+def test_a_process_serves_its_kept_copy_only_while_the_stamp_is_its_own(client, catalogue, rf):
+    """A copy is read once per process and build (``page_cache._KeptEntries``): a hit reads
+    the copy's stamp, not the copy; a copy that another process built since (a new stamp)
+    is read and served at the next request."""
+    url = _board_url(catalogue)
+    assert client.get(url)["X-Atrex-Cache"] == "miss"  # built here, and kept
+    key = page_cache.shared_key(page_cache.page_key(rf.get(url)))
+    generation, built_at, (status, headers, content) = cache.get(key)
+    cache.delete(key)  # the stamp stays: a hit must not need the copy
+    assert client.get(url).content == content
+    # Another process rebuilds the page (the same generation, a later build).
+    rebuilt = (generation, built_at + 1, (status, headers, b"<p>rebuilt elsewhere</p>"))
+    cache.set_many({key: rebuilt, page_cache.stamp_key(key): rebuilt[:2]}, 60)
+    page = client.get(url)
+    assert page["X-Atrex-Cache"] == "hit" and page.content == b"<p>rebuilt elsewhere</p>"
