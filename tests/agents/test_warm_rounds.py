@@ -2,8 +2,8 @@
 verdicts of the cold path, one round's code cannot reach a later round's verdict, and the
 server does not outlive its campaign. Real processes, the real sandbox, Triton kernels in
 the interpreter. What is proven here is about rounds, children and servers, not shapes:
-each round measures one smoke shape of its operator (``ONE_SHAPE_SUITE``), which keeps
-about 35 rounds of this file from measuring 70 more shapes."""
+each round measures one smoke shape of its operator (``ONE_SHAPE_SUITE``), which keeps the
+19 rounds here that measure shapes from measuring 38 more."""
 
 from __future__ import annotations
 
