@@ -24,7 +24,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 PASSWORD = "an admin pass phrase 42"  # noqa: S105 - a throwaway test account
 
+# The site's database, made in one process (each manage.py process pays Django's and the
+# project's imports): migrated, the suite seeded, an admin and a draft to publish.
 SETUP = """
+from django.core.management import call_command
+call_command("migrate", interactive=False, verbosity=0)
+call_command("seed_suite", "atrex-bench-v0.1")
 from django.contrib.auth import get_user_model
 from catalogue.models import SuiteVersion
 from catalogue.services import suite_version_draft_create
@@ -117,8 +122,6 @@ def _manage(env, *args: str, stdin: str | None = None) -> str:
 
 def test_an_admin_publishes_a_draft_while_a_worker_writes(page, tmp_path, database_url):
     env = _site_env(database_url, tmp_path)
-    _manage(env, "migrate", "--noinput")
-    _manage(env, "seed_suite")
     draft_pk = int(_manage(env, "shell", stdin=SETUP.format(password=PASSWORD)).split()[-1])
     port = _free_port()
     server = subprocess.Popen(
@@ -143,7 +146,10 @@ def test_an_admin_publishes_a_draft_while_a_worker_writes(page, tmp_path, databa
         page.locator("input[type=submit]").click()
         page.goto(f"{base}/admin/catalogue/suiteversion/{draft_pk}/diff/")
         clicked = time.time()
-        page.get_by_role("button", name="Publish").click()
+        # The click waits for the navigation, which ends when the publish (its check child)
+        # does: as long as the message may take, not the page's 20 s default (under load
+        # the publish took longer on both databases).
+        page.get_by_role("button", name="Publish").click(timeout=120_000)
         page.wait_for_selector("ul.messagelist", timeout=120_000)
         published = time.time()
         messages = page.locator("ul.messagelist").inner_text()

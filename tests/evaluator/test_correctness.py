@@ -146,6 +146,20 @@ def test_modified_input_is_rejected():
     assert error and "modified its input 'x'" in error
 
 
+def test_inputs_are_compared_bit_for_bit_fp8_and_nan_included():
+    codes = torch.linspace(-2, 2, 16).to(torch.float8_e4m3fn).reshape(4, 4).t()  # strided
+    changed = codes.clone()
+    changed[1, 2] = 0.5
+    error = hygiene_error(torch.zeros(4), {"w": changed}, {"w": codes.clone()}, shape_id="3")
+    assert error and "modified its input 'w'" in error
+    assert hygiene_error(torch.zeros(4), {"w": codes}, {"w": codes.clone()}, shape_id="3") is None
+    # An input holding a NaN that the call left alone was not modified (NaN != NaN).
+    x = torch.tensor([1.0, float("nan")])
+    assert hygiene_error(torch.zeros(2), {"x": x}, {"x": x.clone()}, shape_id="4") is None
+    x[1] = 0.0
+    assert hygiene_error(torch.zeros(2), {"x": x}, {"x": x.clone().fill_(1)}, shape_id="4")
+
+
 class InPlaceRmsNorm(torch.nn.Module):
     """Right values, but written over its input."""
 
