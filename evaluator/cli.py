@@ -124,8 +124,9 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "--start-ahead",
         default=None,
         action=argparse.BooleanOptionalAction,
-        help="start the next operator's child (its harness only) while one measures; "
-        "default: on cuda, where that start-up is seconds of device and profiler set-up",
+        help="start the next operator's child (its harness only) while one measures, and the "
+        "sanitizer's children while the last one does; default: on cuda, where that start-up "
+        "is seconds of device and profiler set-up",
     )
     run.add_argument(
         "--sanitizer-tools",
