@@ -1,13 +1,14 @@
 """Fault drill: push submissions through the real stack while it breaks, and count the losses.
 
     python bench/fault_drill.py [--faults kill-worker,redis-restart,postgres-restart,child-crash]
-        [-n 6] [--json drill.json] [--timeout-s 240]
+        [-n 6 | -n kill-worker=2,child-crash=1] [--json drill.json] [--timeout-s 240]
 
 Everything runs on a PRIVATE stack under a temporary folder, never the shared services: a
 PostgreSQL cluster (initdb, run as the postgres user, its own port), a redis-server on its
 own port without persistence (so a restart loses every queued message, as Redis does), one
 Celery evaluation worker (concurrency 1) and a site worker that runs beat (the reaper),
-with short heartbeat and grace settings. For each fault it pushes N small submissions
+with short heartbeat and grace settings. For each fault it pushes N small submissions (``-n``:
+one N for every fault, or one per fault, a fault not named getting 6)
 (examples/bundles/triton-baseline, one operator; a bundle whose kernel kills its own
 process for child-crash), breaks the stack while they are queued or running:
 
@@ -476,6 +477,23 @@ def drill(fault: str, stack: Stack, count: int, timeout_s: float) -> FaultRow:
     return row
 
 
+DEFAULT_SUBMISSIONS = 6
+
+
+def submission_counts(text: str, faults: list[str]) -> dict[str, int]:
+    """``-n``'s value, per fault: ``"3"`` (every fault) or ``"kill-worker=2,child-crash=1"``
+    (a fault not named gets DEFAULT_SUBMISSIONS)."""
+    if "=" not in text:
+        return dict.fromkeys(faults, int(text))
+    counts = dict.fromkeys(faults, DEFAULT_SUBMISSIONS)
+    for pair in text.split(","):
+        fault, _, count = pair.strip().partition("=")
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r} in -n; choose from {FAULTS}")
+        counts[fault] = int(count)
+    return counts
+
+
 def print_table(rows: list[FaultRow]) -> None:
     columns = ["fault", "pushed", "final", "published", "failed", "lost", "duplicated",
                "results_ok", "attempts", "resent", "seconds"]  # fmt: skip
@@ -492,7 +510,12 @@ def print_table(rows: list[FaultRow]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--faults", default=",".join(FAULTS))
-    parser.add_argument("-n", "--submissions", type=int, default=6)
+    parser.add_argument(
+        "-n",
+        "--submissions",
+        default=str(DEFAULT_SUBMISSIONS),
+        help="submissions pushed per fault: N, or fault=N,... (one stack drills them all)",
+    )
     parser.add_argument("--timeout-s", type=float, default=240.0)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the stack's folder (logs)")
@@ -501,6 +524,10 @@ def main() -> int:
     unknown = sorted(set(faults) - set(FAULTS))
     if unknown:
         parser.error(f"unknown faults {unknown}; choose from {FAULTS}")
+    try:
+        counts = submission_counts(args.submissions, faults)
+    except ValueError as error:
+        parser.error(f"-n {args.submissions}: {error}")
     root = Path(tempfile.mkdtemp(prefix="atrex-fault-drill-"))
     root.chmod(0o755)  # the postgres user runs the cluster below it
     stack = Stack(root)
@@ -510,7 +537,7 @@ def main() -> int:
         stack.start()
         print(f"private stack up in {time.monotonic() - setup_started:.1f} s under {root}")
         for fault in faults:
-            rows.append(drill(fault, stack, args.submissions, args.timeout_s))
+            rows.append(drill(fault, stack, counts[fault], args.timeout_s))
             print_table(rows[-1:])
     finally:
         stack.stop()
