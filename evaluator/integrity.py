@@ -24,6 +24,7 @@ computed outside the candidate's process are the real boundary.
 from __future__ import annotations
 
 import _thread
+import copyreg
 import os
 import sys
 import sysconfig
@@ -221,14 +222,14 @@ class IntegrityGuard:
                 self._watch(name, vars(module), allow_new=name in GROWING_NAMESPACES)
         torch = sys.modules.get("torch")
         if torch is not None:
-            self._watch("torch.Tensor", torch.Tensor.__dict__, allow_new=False)
-            self._watch("torch.nn.Module", torch.nn.Module.__dict__, allow_new=False)
-            self._watch("torch.cuda.Event", torch.cuda.Event.__dict__, allow_new=False)
+            self._watch_class("torch.Tensor", torch.Tensor)
+            self._watch_class("torch.nn.Module", torch.nn.Module)
+            self._watch_class("torch.cuda.Event", torch.cuda.Event)
         for name, module in sorted(sys.modules.items()):
             if (name == "evaluator" or name.startswith("evaluator.")) and module is not None:
                 self._watch(name, vars(module), allow_new=False)
                 for cls in _classes_of(module):
-                    self._watch(f"{name}.{cls.__qualname__}", cls.__dict__, allow_new=False)
+                    self._watch_class(f"{name}.{cls.__qualname__}", cls)
         for label, namespace in extra:
             self._watch(label, namespace, allow_new=False)
         self._library_impls = self._impls()
@@ -240,6 +241,17 @@ class IntegrityGuard:
     def _watch(self, label: str, namespace: Any, *, allow_new: bool) -> None:
         # A class __dict__ is a read-only proxy that follows the class; it is read live.
         self._namespaces.append(_Namespace(label, namespace, allow_new=allow_new))
+
+    def _watch_class(self, label: str, cls: type) -> None:
+        # copy.copy and pickle cache a class's slot names in its __dict__ on first use
+        # (copyreg._slotnames); the harness copies its own objects (a FallbackReport)
+        # while a candidate runs, so the cache is filled before the snapshot, not read as
+        # a new attribute the candidate added.
+        try:
+            copyreg._slotnames(cls)  # type: ignore[attr-defined]
+        except (TypeError, AttributeError):  # a class that refuses attributes: nothing cached
+            pass
+        self._watch(label, cls.__dict__, allow_new=False)
 
     @staticmethod
     def _impls() -> frozenset[str]:

@@ -167,3 +167,29 @@ def test_code_is_genuine_only_when_compiled_from_the_file_it_names():
     assert not genuine(scope["evaluate_shape"].__code__)
     exec(compile(forged, "<string>", "exec"), scope)
     assert not genuine(scope["evaluate_shape"].__code__)
+
+
+COPY_PROBE = r"""
+import copy
+from evaluator.fallback_report import FallbackReport
+from evaluator.integrity import IntegrityGuard
+
+guard = IntegrityGuard()
+copy.copy(FallbackReport(own_kernel_share=0.0))  # the harness's first copy of a report
+guard.check("after the harness copied its own report")
+print("no change")
+"""
+
+
+def test_the_harness_copying_its_own_objects_is_not_tampering():
+    # copy.copy caches the class's slot names in its __dict__ on first use (copyreg); in a
+    # fresh process that first use can fall inside a candidate's call (seen on the H200:
+    # "the candidate changed ...FallbackReport.__slotnames__").
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", COPY_PROBE], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "no change"
