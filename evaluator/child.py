@@ -94,6 +94,7 @@ def warm_up(device: str, steps: list[tuple[str, float]], *, sanitize: bool = Fal
     so that its job begins with the device ready."""
     import torch
 
+    import evaluator.baselines  # the eager figure's code, watched like the references
     import evaluator.correctness
     import evaluator.fallback as evaluator_fallback
     import evaluator.integrity

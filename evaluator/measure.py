@@ -383,6 +383,32 @@ the seventh call on) reached 2.76-4.5 times its first level in ten runs: a facto
 let it through in about one run in four, 2 catches it with room on both sides."""
 
 
+def build_eager(
+    job: Mapping[str, Any], shape: Mapping[str, Any], build_reference: Any, device: Any
+) -> tuple[Any, str, str | None]:
+    """The eager PyTorch whose time "speedup over eager" divides by: the operator's
+    idiomatic baseline (``evaluator.baselines``, docs/baselines.md; checked against the
+    reference by the operator's policy in the test suite and on the GPU), ``"baseline"``;
+    or its reference, ``"reference"``, for an operator uploaded with its own sources (no
+    baseline) or one whose baseline cannot be built here (the note says why). The
+    baselines are imported before the integrity guard's snapshot (``child.warm_up``), so a
+    candidate that slows one down to inflate its speedup is caught as tampering."""
+    if job.get("operator_source"):
+        return build_reference(), "reference", None
+    try:
+        from evaluator.baselines import get_baseline
+
+        model = get_baseline(str(job["operator"]))(**(shape.get("init_kwargs") or {}))
+        return model.to(device), "baseline", None
+    except Exception as exc:  # the harness's own code: the reference stands in
+        return (
+            build_reference(),
+            "reference",
+            f"the eager baseline could not be built ({message_of(exc)}): the speedup over "
+            "eager divides by the reference's time",
+        )
+
+
 def _time_shape(
     *,
     job: Mapping[str, Any],
@@ -410,8 +436,10 @@ def _time_shape(
     shape's ``wall_s``: ``timed_inputs`` and ``timed_first_check`` (the hooks around the
     timed calls, outside the timed region), ``timed_candidate`` (the candidate's timing
     loop, its hooks included), ``timed_checks`` (after the loop), ``timed_reference``.
+    The eager figure (``reference_time_s``, the denominator of the speedup) is the
+    operator's idiomatic baseline's time (``build_eager``; ``eager_timed`` says which ran).
     A shape that carries the worker's cached eager time (``shape["reference_time"]``,
-    ``evaluator.reference_timings``) reports it instead of timing the reference.
+    ``evaluator.reference_timings``) reports it instead of timing it.
     """
     import torch
 
@@ -550,17 +578,34 @@ def _time_shape(
                 "reference_spread_s": cached.get("spread_s"),
                 "reference_reps": cached.get("reps"),
                 "reference_time_source": "cache",
+                "eager_timed": "baseline",  # the cache keeps the baseline's times only
             }
         else:
-            timed_reference = build_reference()  # after the candidate's last call
+            # After the candidate's last call: the eager PyTorch the speedup divides by.
+            timed_reference, eager_timed, eager_note = build_eager(
+                job, shape, build_reference, device
+            )
             with phase("timed_reference"):
-                reference_timing = timer.measure(run_reference, budget_s=budget)
+                try:
+                    reference_timing = timer.measure(run_reference, budget_s=budget)
+                except Exception as exc:  # the harness's own baseline failed: not the candidate's
+                    if eager_timed != "baseline":
+                        raise
+                    eager_note = (
+                        f"the eager baseline failed when timed ({message_of(exc)}): the "
+                        "speedup over eager divides by the reference's time"
+                    )
+                    timed_reference, eager_timed = build_reference(), "reference"
+                    reference_timing = timer.measure(run_reference, budget_s=budget)
             reference_figures = {
                 "reference_time_s": reference_timing.median_s,
                 "reference_spread_s": reference_timing.std_error_s,
                 "reference_reps": reference_timing.reps,
                 "reference_time_source": "measured",
+                "eager_timed": eager_timed,
             }
+            if eager_note:
+                timing.warnings.append(eager_note)
     return {
         "status": "pass",
         "time_s": timing.median_s,

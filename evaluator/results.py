@@ -34,6 +34,7 @@ SHAPE_FIELDS = (
     "reps",
     "reference_time_ms",
     "reference_time_source",
+    "eager_timed",
     "reference_cache",
     "t_sol_ms",
     "roofline_fraction",
@@ -187,6 +188,7 @@ def shape_entry(
         "reference_time_source": (
             str(measured.get("reference_time_source") or "measured") if reference_s else None
         ),
+        "eager_timed": (str(measured.get("eager_timed") or "reference") if reference_s else None),
         "reference_cache": _cache_use(measured.get("reference_cache")),
         "t_sol_ms": t_sol_s * 1e3,
         "roofline_fraction": finite_or_none(fraction),

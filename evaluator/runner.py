@@ -893,7 +893,12 @@ def _evaluate_operator(
                         reference_reps=lookup.figure["reps"],
                         reference_time_source="cache",
                         reference_cache={"hit": True, **lookup.figure},
+                        eager_timed="baseline",
                     )
+                elif record.get("eager_timed") != "baseline":
+                    # The reference stood in for a baseline that failed: not the figure
+                    # the cache keeps.
+                    record["reference_cache"] = {"hit": False, "why": "not the baseline's time"}
                 else:
                     record["reference_cache"] = {"hit": False, "why": lookup.why}
                     to_store[shape.shape_id] = {

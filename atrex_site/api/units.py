@@ -29,7 +29,11 @@ SHAPE_SPEEDUP = "T_eager / T_measured of this shape, a ratio (null when not time
 OWN_KERNEL_SHARE = "Share of the shape's device time spent in the submission's kernels, 0..1."
 TIME_MS = "Median time of the timed calls, in milliseconds."
 TIME_SPREAD_MS = "Standard error of the median time, in milliseconds."
-REFERENCE_TIME_MS = "Median time of the PyTorch eager reference, in milliseconds."
+REFERENCE_TIME_MS = (
+    "Median time of the PyTorch eager baseline (the operator's idiomatic PyTorch, timed in "
+    "the same evaluation; the accuracy-first reference before harness 0.3.4), in "
+    "milliseconds: the speedup's denominator."
+)
 T_SOL_MS = "Speed-of-light time max(W/P, Q/B) on the hardware profile, in milliseconds."
 SHAPE_WEIGHT = "The shape's weight within its operator (relative)."
 IMPORTANCE = "The operator's importance, normalised to sum to 1 over the suite."

@@ -220,9 +220,21 @@ class CountingSpec:
         return module
 
 
-def _measure_in_process(monkeypatch, tmp_path, shape: dict[str, Any]) -> tuple[dict, int]:
+def _measure_in_process(monkeypatch, tmp_path, shape: dict[str, Any]) -> tuple[dict, int, int]:
+    """The record, the reference's calls and the eager baseline's calls of one shape."""
+    from evaluator import baselines
+
     spec = CountingSpec(get_operator("rms_norm"))
     monkeypatch.setattr(measure, "operator_spec", lambda job: spec)
+    baseline_calls = [0]
+    real_baseline = baselines.get_baseline("rms_norm")
+
+    class CountingBaseline(real_baseline):  # type: ignore[misc, valid-type]
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            baseline_calls[0] += 1
+            return super().forward(*args, **kwargs)
+
+    monkeypatch.setitem(baselines.BASELINES, "rms_norm", CountingBaseline)
     reference_class = type(get_operator("rms_norm").build_reference(SHAPE.init_kwargs or {}))
     job = {
         "operator": "rms_norm",
@@ -234,29 +246,33 @@ def _measure_in_process(monkeypatch, tmp_path, shape: dict[str, Any]) -> tuple[d
     }
     record = measure.evaluate_shape(job=job, shape=shape, model_class=reference_class)
     assert record["status"] == "pass", record
-    return record, spec.calls
+    return record, spec.calls, baseline_calls[0]
 
 
-def test_a_cached_shape_makes_no_timed_reference_call(monkeypatch, tmp_path):
+def test_a_cached_shape_makes_no_timed_eager_call(monkeypatch, tmp_path):
     shape = {
         "shape_id": SHAPE.shape_id,
         "init_kwargs": SHAPE.init_kwargs,
         "input_kwargs": SHAPE.input_kwargs,
     }
-    timed, timed_calls = _measure_in_process(monkeypatch, tmp_path, shape)
+    timed, timed_reference_calls, timed_baseline_calls = _measure_in_process(
+        monkeypatch, tmp_path, shape
+    )
     cached_figure = {"time_s": 3.5e-5, "spread_s": 1e-7, "reps": 50}
-    cached, cached_calls = _measure_in_process(
+    cached, cached_reference_calls, cached_baseline_calls = _measure_in_process(
         monkeypatch, tmp_path, {**shape, "reference_time": cached_figure}
     )
-    assert timed["reference_time_source"] == "measured"
+    assert timed["reference_time_source"] == "measured" and timed["eager_timed"] == "baseline"
     assert timed["reference_reps"] >= 10
-    # The timed reference's calls (its reps and the timer's 2 warm-up calls) are all that is
-    # left out: the correctness trials and the timed outputs' checks still call it.
+    # The eager figure is the baseline's: the reference is called only by the checks (the
+    # correctness trials, the first timed call's check and the last two's), with or
+    # without the cache.
     trials = get_operator("rms_norm").policy.trials
-    assert cached_calls == trials + 1 + 2  # the first timed call's check, the last two's
-    # The timer's warm-up and calibration calls of the reference vary with the machine's
-    # load (one fewer seen under load 10): at least its reps, and a few calls more at most.
-    assert timed["reference_reps"] <= timed_calls - cached_calls <= timed["reference_reps"] + 4
+    assert timed_reference_calls == cached_reference_calls == trials + 1 + 2
+    # The timer's warm-up and calibration calls vary with the machine's load (one fewer
+    # seen under load 10): at least its reps, and a few calls more at most; none cached.
+    assert timed["reference_reps"] <= timed_baseline_calls <= timed["reference_reps"] + 4
+    assert cached_baseline_calls == 0
     assert cached["reference_time_source"] == "cache"
     assert cached["reference_time_s"] == 3.5e-5 and cached["reference_reps"] == 50
     assert "timed_reference" in timed["wall_s"] and "timed_reference" not in cached["wall_s"]

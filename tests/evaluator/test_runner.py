@@ -83,6 +83,8 @@ def test_triton_baseline_passes_every_shape_with_its_own_kernels(triton_results)
             assert shape["reps"] >= 10 and shape["time_ms"] > 0
             assert shape["roofline_fraction"] > 0 and shape["speedup"] > 0
             assert shape["reference_time_ms"] > 0 and shape["t_sol_ms"] > 0
+            # The speedup's denominator is the operator's idiomatic eager baseline.
+            assert shape["eager_timed"] == "baseline"
     assert results["scores"]["aggregate"] > 0
     assert results["scores"]["real_pass_rate"] == 1.0
 
