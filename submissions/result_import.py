@@ -10,6 +10,8 @@ over torch.compile). A baseline's kind is kept in ``Submission.manifest["baselin
 
 from __future__ import annotations
 
+import copy
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -18,7 +20,12 @@ from evaluator.errors import UserError
 
 from . import services
 from .models import EvaluationRun, StatusChange, Submission
-from .scores import COMPILE_BASELINE, scores_refresh_compile_speedup
+from .scores import (
+    COMPILE_BASELINE,
+    IDIOMATIC_BASELINE,
+    baseline_times,
+    scores_refresh_compile_speedup,
+)
 
 EAGER_MARK = "PyTorch eager reference"
 COMPILE_MARK = "torch.compile of the PyTorch reference"
@@ -33,14 +40,15 @@ def _baseline_kind(report: dict) -> str | None:
     if what.startswith(COMPILE_MARK):
         return COMPILE_BASELINE
     if what.startswith(IDIOMATIC_MARK):
-        return "idiomatic"
+        return IDIOMATIC_BASELINE
     return None
 
 
 def _baseline_as_results(report: dict) -> dict:
     """A reference-baseline report (eager or compiled) in the evaluator's results schema
     (all fallback). Shapes a deadline left unmeasured are ``missing``."""
-    eager = _baseline_kind(report) == "eager"
+    # Each eager row is its own denominator (speedup 1); its shapes are fallbacks anyway.
+    eager = _baseline_kind(report) in ("eager", IDIOMATIC_BASELINE)
     operators = []
     for operator in report["operators"]:
         shapes = []
@@ -113,6 +121,56 @@ def _pad_unmeasured(results: dict, suite_version: SuiteVersion) -> None:
         )
 
 
+EAGER_BASELINE_HARNESS = (0, 3, 4)
+"""The first harness version whose speedup over eager divides by the idiomatic baseline
+(docs/decisions.md 17); earlier results divided by the reference's eager time."""
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for part in str(text).split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def _redivide_by_the_eager_baseline(
+    results: dict, suite_version: SuiteVersion, hardware: HardwareProfile
+) -> str:
+    """Results of a harness before 0.3.4 divided their speedups by the reference's eager
+    time; where the board has an idiomatic eager baseline row (imported before them), each
+    timed shape's eager time and speedup are taken from that row instead, so that every
+    speedup on the board has the same denominator. Returns a sentence for the provenance
+    note (empty when nothing changed)."""
+    if _version(results.get("harness_version", "")) >= EAGER_BASELINE_HARNESS:
+        return ""
+    times = baseline_times(
+        kind=IDIOMATIC_BASELINE, suite_version_id=suite_version.pk, hardware_id=hardware.pk
+    )
+    if not times:
+        return (
+            " Its speedups over eager divide by the reference's eager time (harness "
+            f"{results.get('harness_version') or 'unknown'}): this board has no idiomatic "
+            "eager baseline row to divide by."
+        )
+    changed = 0
+    for operator in results["operators"]:
+        for shape in operator["shapes"]:
+            time_ms = shape.get("time_ms")
+            if not time_ms or time_ms <= 0:
+                continue
+            eager_ms = times.get((operator["operator"], str(shape["shape_id"])))
+            shape["reference_time_ms"] = eager_ms
+            shape["speedup"] = eager_ms / time_ms if eager_ms else None
+            shape["eager_timed"] = "baseline" if eager_ms else None
+            changed += 1
+    return (
+        f" Speedups over eager of its {changed} timed shapes divide by this board's idiomatic "
+        "eager baseline row (measured with harness "
+        f"{results.get('harness_version') or 'unknown'}, which divided by the reference)."
+    )
+
+
 def _check_shapes(results: dict, suite_version: SuiteVersion) -> None:
     known = {
         (shape["operator"], str(shape["shape_id"])) for shape in suite_version.definition["shapes"]
@@ -142,7 +200,7 @@ def submission_import_results(
     and notes that say where they came from."""
     baseline_kind = _baseline_kind(report)
     if report.get("schema") == "atrex-results/1":
-        results = report
+        results = copy.deepcopy(report)  # its speedups may be re-divided below
     elif baseline_kind is not None:
         results = _baseline_as_results(report)
     else:
@@ -152,6 +210,8 @@ def submission_import_results(
     _check_shapes(results, suite_version)
     if baseline_kind is not None:
         _pad_unmeasured(results, suite_version)
+    else:
+        provenance_note += _redivide_by_the_eager_baseline(results, suite_version, hardware)
     with transaction.atomic():
         submission = Submission.objects.create(
             owner=owner,

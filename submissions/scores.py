@@ -22,9 +22,23 @@ COMPILE_BASELINE = "torch.compile"
 """``Submission.manifest["baseline"]`` of the torch.compile baseline rows."""
 
 
+IDIOMATIC_BASELINE = "idiomatic"
+"""``Submission.manifest["baseline"]`` of the idiomatic eager baseline rows
+(``evaluator/baselines``, ``bench/reference_baseline.py --mode baseline``)."""
+
+
 def compile_baseline_times(*, suite_version_id: int, hardware_id: int) -> dict[tuple, float]:
     """(operator, shape id) -> median ms of the latest published torch.compile baseline of
     a suite version and hardware; empty when there is none."""
+    return baseline_times(
+        kind=COMPILE_BASELINE, suite_version_id=suite_version_id, hardware_id=hardware_id
+    )
+
+
+def baseline_times(*, kind: str, suite_version_id: int, hardware_id: int) -> dict[tuple, float]:
+    """(operator, shape id) -> median ms of the latest published baseline row of ``kind``
+    (``Submission.manifest["baseline"]``) of a suite version and hardware; empty when
+    there is none."""
     baseline = (
         Score.objects.filter(
             suite_version_id=suite_version_id,
@@ -32,7 +46,7 @@ def compile_baseline_times(*, suite_version_id: int, hardware_id: int) -> dict[t
             submission__is_baseline=True,
             submission__hidden=False,
             submission__status=Submission.Status.PUBLISHED,
-            submission__manifest__baseline=COMPILE_BASELINE,
+            submission__manifest__baseline=kind,
         )
         .order_by("-published_at")
         .values_list("run_id", flat=True)

@@ -99,14 +99,19 @@ def test_the_command_refuses_a_file_that_is_not_results(v1, tmp_path):
 TRITON_V01 = REPO_ROOT / "results" / "2026-11-29-h200" / "triton-baseline-v0.1-h200.json"
 
 
-def _compile_report_at(factor: float) -> dict:
-    """A torch.compile baseline report whose every shape took ``factor`` times the
-    Triton baseline's measured time (so the speedup over it is exactly ``factor``)."""
+def _compile_report_at(factor: float, *, idiomatic: bool = False) -> dict:
+    """A torch.compile baseline report (or, ``idiomatic``, an eager baseline report of
+    ``bench/reference_baseline.py --mode baseline``) whose every shape took ``factor`` times
+    the Triton baseline's measured time (so the speedup over it is exactly ``factor``)."""
     triton = json.loads(TRITON_V01.read_text())
     return {
-        "what": "torch.compile of the PyTorch reference of every operator, timed by the "
-        "evaluator's timer",
-        "mode": "compile",
+        "what": (
+            "Eager baseline of every operator (evaluator/baselines), timed by the evaluator's timer"
+            if idiomatic
+            else "torch.compile of the PyTorch reference of every operator, timed by the "
+            "evaluator's timer"
+        ),
+        "mode": "baseline" if idiomatic else "compile",
         "suite": triton["suite"],
         "environment": triton["environment"],
         "operators": [
@@ -156,6 +161,39 @@ def test_speedup_over_torch_compile_joins_the_compile_baseline(catalogue, user, 
     assert triton.score.geomean_speedup_eager == pytest.approx(
         triton.runs.get().results["scores"]["geomean_speedup_eager"]
     )
+
+
+@pytest.mark.parametrize("harness", ["0.2.3", "0.3.4"])
+def test_older_results_divide_their_speedups_by_the_boards_idiomatic_baseline(
+    catalogue, user, harness
+):
+    """Results of a harness before 0.3.4 divided by the reference's eager time: imported
+    onto a board with an idiomatic eager baseline row, they divide by that row (decisions
+    17); results of 0.3.4 on, which timed the baseline themselves, are kept as they are."""
+    h200 = HardwareProfile.objects.get(slug="h200-sxm")
+    baseline = submission_import_results(
+        owner=user, report=_compile_report_at(3.0, idiomatic=True), suite_version=catalogue,
+        hardware=h200, title="eager, idiomatic", provenance_note="test",
+    )  # fmt: skip
+    assert baseline.manifest == {"baseline": "idiomatic"}
+    report = json.loads(TRITON_V01.read_text())
+    report["harness_version"] = harness
+    triton = submission_import_results(
+        owner=user, report=report, suite_version=catalogue, hardware=h200,
+        title="triton", provenance_note="test.",
+    )  # fmt: skip
+    measured = report["scores"]["geomean_speedup_eager"]
+    assert measured is not None and abs(measured - 3.0) > 0.1
+    rows = triton.runs.get().shape_results.filter(status="pass", time_ms__gt=0)
+    assert rows.exists()
+    if harness == "0.2.3":
+        assert triton.score.geomean_speedup_eager == pytest.approx(3.0, rel=1e-9)
+        for row in rows:
+            assert row.reference_time_ms == pytest.approx(3.0 * row.time_ms, rel=1e-9)
+        assert "idiomatic eager baseline row" in triton.notes
+    else:
+        assert triton.score.geomean_speedup_eager == pytest.approx(measured, rel=1e-9)
+        assert "idiomatic" not in triton.notes
 
 
 def test_a_baseline_measured_on_the_smoke_shapes_is_padded_with_smoke_shapes_only(catalogue, user):

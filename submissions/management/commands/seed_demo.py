@@ -26,7 +26,7 @@ MEASURED = [
         "path": "results/2026-12-01-h200/eager-baseline-v1.json",
         "suite": "atrex-bench-v1",
         "hardware": "h200-sxm",
-        "title": "PyTorch eager (the reference)",
+        "title": "PyTorch eager (the reference)",  # the accuracy-first reference, eager
         "dsl": "pytorch",
         "note": "Measured on an NVIDIA H200 (driver 580.159.04, torch 2.11, triton 3.6) on "
         "2026-12-01 by bench/reference_baseline.py --mode eager; every shape is PyTorch, "
@@ -43,8 +43,10 @@ MEASURED = [
         "baselines.md), each shape checked against the reference on the GPU before it was "
         "timed, measured on an NVIDIA H200 (driver 580.159.04, torch 2.11, triton 3.6) on "
         "2026-12-02 by bench/reference_baseline.py --mode baseline in two parts (all 440 "
-        "shapes); every shape is PyTorch, hence fallback. Speedups over eager on this board "
-        "still divide by the references' times (the row above).",
+        "shapes); every shape is PyTorch, hence fallback. This row is the denominator of "
+        "every speedup over eager on this board: the harness times it in each evaluation "
+        "since 0.3.4, and the speedups of results measured before are divided by it when "
+        "they are imported (docs/decisions.md 17).",
     },
     {
         "path": "results/2026-12-02-h200-session8/triton-v1-run10.json",
