@@ -14,8 +14,9 @@ L_s = 0 gives zeros. Only the block-table entries j < ceil(L_s/bs) are read, so 
 padding (zeros) and the cache's unused blocks never matter.
 
 Departures from upstream: none (no fp8 here). The reference gathers each sequence's blocks
-and processes query blocks of bounded size (docs/decisions.md 4); only fp32 summation
-order differs from a block-by-block loop.
+and attends sequences of equal (n_s, L_s) together, in batches and query blocks of bounded
+score memory (docs/decisions.md 4); only fp32 summation order differs from a block-by-block
+loop.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from torch import nn
 from evaluator.operators._attention import (
     ATTENTION_CHECKER_NOTES,
     ATTENTION_POLICY,
-    attend_fp32,
+    BATCH_SCORE_ELEMENTS,
+    attend_fp32_many,
     inverse_sqrt,
 )
 from evaluator.operators.base import OperatorSpec, Work, randn_bf16
@@ -46,12 +48,6 @@ not be used to judge candidates.
 )
 
 
-def _gather_blocks(cache: torch.Tensor, blocks: torch.Tensor, length: int) -> torch.Tensor:
-    """Rows p < length of one sequence from a (NB, bs, H, D) cache: (length, H, D)."""
-    gathered = cache.index_select(0, blocks)  # (nblk, bs, H, D)
-    return gathered.reshape(-1, *cache.shape[2:])[:length]
-
-
 class Model(nn.Module):
     """Per sequence: rnd_bf16(softmax(q kᵀ/√D [causal iff n_s = L_s]) v), KV via block_table."""
 
@@ -65,30 +61,67 @@ class Model(nn.Module):
         block_table: torch.Tensor,
     ) -> torch.Tensor:
         """(T, Hq, D) in q's dtype; rows of sequences without queries stay zero."""
-        block_size = k_cache.shape[1]
         scale = inverse_sqrt(q.shape[-1])
         out = torch.zeros(q.shape[:-1] + v_cache.shape[-1:], dtype=q.dtype, device=q.device)
         bounds = [int(b) for b in cu_seqlens_q.tolist()]
         used = [int(length) for length in seqused_k.tolist()]
+        # Sequences with the same (n_s, L_s) are attended together, in batches whose scores
+        # stay within BATCH_SCORE_ELEMENTS; a sequence with queries but no keys stays zero.
+        groups: dict[tuple[int, int], list[int]] = {}
         for s, kv_len in enumerate(used):
-            q_lo, q_hi = bounds[s], bounds[s + 1]
-            n_queries = q_hi - q_lo
-            if n_queries <= 0:
-                continue
-            kv_len = max(kv_len, 0)
-            num_blocks = -(-kv_len // block_size)
-            blocks = block_table[s, :num_blocks].long()
-            keys = _gather_blocks(k_cache, blocks, kv_len)
-            values = _gather_blocks(v_cache, blocks, kv_len)
-            out[q_lo:q_hi] = attend_fp32(
-                q[q_lo:q_hi],
-                keys,
-                values,
-                scale=scale,
-                causal=n_queries == kv_len,
-                out_dtype=q.dtype,
-            )
+            n_queries = bounds[s + 1] - bounds[s]
+            if n_queries > 0 and kv_len > 0:
+                groups.setdefault((n_queries, kv_len), []).append(s)
+        heads = q.shape[1]
+        for (n_queries, kv_len), seqs in groups.items():
+            per_batch = max(1, BATCH_SCORE_ELEMENTS // (heads * n_queries * kv_len))
+            for first in range(0, len(seqs), per_batch):
+                batch = seqs[first : first + per_batch]
+                rows = _query_rows(bounds, batch, n_queries, q.device)
+                keys, values = _gather_kv(k_cache, v_cache, block_table, batch, kv_len)
+                attended = attend_fp32_many(
+                    q.index_select(0, rows).view(len(batch), n_queries, *q.shape[1:]),
+                    keys,
+                    values,
+                    scale=scale,
+                    causal=n_queries == kv_len,
+                    out_dtype=q.dtype,
+                )
+                out.index_copy_(0, rows, attended.view(rows.numel(), *out.shape[1:]))
         return out
+
+
+def _query_rows(
+    bounds: list[int], seqs: list[int], n_queries: int, device: torch.device
+) -> torch.Tensor:
+    """Row indices of the queries of ``seqs`` (each n_queries rows from its bound), in order."""
+    starts = torch.tensor([bounds[s] for s in seqs], dtype=torch.long, device=device)
+    return (starts.view(-1, 1) + torch.arange(n_queries, device=device)).view(-1)
+
+
+def _gather_kv(
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seqs: list[int],
+    kv_len: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions p < kv_len of each of ``seqs`` from the (NB, bs, H, D) caches: (S, L, H, D).
+
+    Only the table entries j < ceil(kv_len / bs) are read; a table with fewer columns gives
+    fewer positions, as reading it sequence by sequence would.
+    """
+    block_size = k_cache.shape[1]
+    num_blocks = -(-kv_len // block_size)
+    index = torch.tensor(seqs, dtype=torch.long, device=block_table.device)
+    blocks = block_table.index_select(0, index)[:, :num_blocks].long().reshape(-1)
+    positions = min(kv_len, (blocks.numel() // len(seqs)) * block_size)
+
+    def gather(cache: torch.Tensor) -> torch.Tensor:
+        rows = cache.index_select(0, blocks).view(len(seqs), -1, *cache.shape[2:])
+        return rows[:, :positions]
+
+    return gather(k_cache), gather(v_cache)
 
 
 def make_inputs(

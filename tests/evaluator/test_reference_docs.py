@@ -31,7 +31,7 @@ def test_helpers_are_followed_into_the_shared_modules():
     assert [(b.module, b.title) for b in source.policy] == [("base", "BF16_POLICY")]
     attention = reference_docs.reference_source("unified_attention")
     assert attention is not None
-    assert ("_attention", "attend_fp32") in {(b.module, b.title) for b in attention.helpers}
+    assert ("_attention", "attend_fp32_many") in {(b.module, b.title) for b in attention.helpers}
     assert attention.checker_notes.startswith("ATTENTION_POLICY")  # notes joined across modules
 
 

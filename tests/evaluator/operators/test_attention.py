@@ -418,6 +418,61 @@ def test_unified_attention_causal_gqa_block_table_addressing_matches_float64_loo
     assert torch.equal(out, _run(unified_attention, None, inputs))
 
 
+def test_unified_attention_batches_equal_sequences_as_it_would_loop_over_them(monkeypatch):
+    # Seven sequences of 5 tokens (one batch, or four under a budget of two per batch), two
+    # of 3 and one of 2 (batches of their own), and one of length 0 (no queries, no rows).
+    lengths = [5, 3, 5, 5, 2, 5, 3, 5, 5, 5, 0]
+    inputs = _draw(
+        unified_attention,
+        9,
+        num_seqs=len(lengths),
+        seq_lens=lengths,
+        num_query_heads=4,
+        num_kv_heads=2,
+        head_size=8,
+        block_size=2,
+    )
+    shuffled = _permute_blocks(inputs, "block_table", ["k_cache", "v_cache"], seed=3)
+    whole = _run(unified_attention, None, shuffled)
+    _assert_within_one_ulp(whole, _unified_f64(shuffled))
+    # A budget of two 5-token sequences per batch: the batches, not the answer, change.
+    monkeypatch.setattr(unified_attention, "BATCH_SCORE_ELEMENTS", 2 * 4 * 5 * 5)
+    assert torch.equal(_run(unified_attention, None, shuffled), whole)
+    # Sequence by sequence through attend_fp32 (a batch of one) gives the same rows.
+    cu = shuffled["cu_seqlens_q"].tolist()
+    for s, length in enumerate(lengths):
+        if length == 0:
+            continue
+        blocks = shuffled["block_table"][s, : -(-length // 2)].long()
+        keys = shuffled["k_cache"][blocks].reshape(-1, 2, 8)[:length]
+        values = shuffled["v_cache"][blocks].reshape(-1, 2, 8)[:length]
+        one = _attention.attend_fp32(
+            shuffled["q"][cu[s] : cu[s + 1]],
+            keys,
+            values,
+            scale=1 / math.sqrt(8),
+            causal=True,
+            out_dtype=torch.bfloat16,
+        )
+        assert torch.equal(whole[cu[s] : cu[s + 1]], one), f"sequence {s}"
+
+
+def test_attend_fp32_many_is_attend_fp32_per_sequence():
+    gen = torch.Generator().manual_seed(21)
+    q = torch.randn(3, 7, 6, 8, generator=gen).to(torch.bfloat16)
+    k = torch.randn(3, 9, 2, 8, generator=gen).to(torch.bfloat16)
+    v = torch.randn(3, 9, 2, 4, generator=gen).to(torch.bfloat16)
+    for causal in (False, True):
+        many = _attention.attend_fp32_many(
+            q, k, v, scale=0.3, causal=causal, out_dtype=torch.float32, budget=3 * 6 * 9 * 2
+        )
+        for s in range(3):
+            one = _attention.attend_fp32(
+                q[s], k[s], v[s], scale=0.3, causal=causal, out_dtype=torch.float32
+            )
+            torch.testing.assert_close(many[s], one, rtol=1e-6, atol=1e-6)
+
+
 def test_unified_attention_causal_mask_hides_later_keys_and_quirk_unmasks_unequal_lengths():
     inputs = _draw(
         unified_attention,
