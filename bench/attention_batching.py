@@ -8,7 +8,8 @@ which is a batch of one), their ratio, and whether the two outputs are bit-ident
 the largest difference, in units of the output's bf16 spacing).
 
     python3 bench/attention_batching.py --device cpu --shape-set smoke
-    python3 bench/attention_batching.py --device cuda --shape-set full --json out.json
+    python3 bench/attention_batching.py --device cuda --shape-set full --shapes 11,12,13 \\
+        --json out.json
 
 A bench, not a test: figures are for the machine it runs on.
 """
@@ -81,6 +82,7 @@ def main() -> int:
     parser.add_argument("--suite", default="atrex-bench-v1")
     parser.add_argument("--shape-set", default="smoke", choices=["smoke", "full"])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--shapes", default=None, help="comma-separated shape ids (default: all)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
@@ -92,6 +94,9 @@ def main() -> int:
     device = torch.device(args.device)
     spec = get_operator("unified_attention")
     shapes = load_suite(args.suite).shapes_for("unified_attention", args.shape_set)
+    if args.shapes:
+        wanted = set(args.shapes.split(","))
+        shapes = [shape for shape in shapes if shape.shape_id in wanted]
     rows = []
     print(f"{'shape':>6} {'seqs':>6} {'batched s':>10} {'per-seq s':>10} {'ratio':>7}  equal")
     for shape in shapes:
