@@ -159,17 +159,18 @@ class TimingGate:
         try:
             yield bool(grant.get("shared"))
         finally:
-            try:
+            with contextlib.suppress(Exception):  # a broken context: released all the same
                 self._sync()
-            except Exception:  # noqa: S110 - a broken context: the window is released anyway
-                pass
             self._send({"event": "timing_done", "shape_id": shape_id})
 
 
 # --------------------------------------------------------------------------- runner side
 
-_QUIET = ("starting", "paused", "waiting", "gone")
-"""States in which a child runs nothing: another may time."""
+_QUIET = ("paused", "waiting", "gone")
+"""States in which a child runs nothing: another may time. A ``starting`` child (attached,
+warming up its harness until its ``hello``) is not quiet: no window opens while it uses the
+host and the device, and it cannot be paused yet (a pause must not come before its job on
+the pipe); it waits for its first ``resume`` before the candidate's code runs."""
 
 
 class _Slot:
@@ -178,7 +179,7 @@ class _Slot:
         self.fd = fd
         self.state = "starting"  # starting | running | pausing | paused | waiting | timing | gone
         self.since = now
-        self.active: list[list[float | None]] = []
+        self.active: list[list[float | None]] = [[now, None]]
         """Spans (start, end or None) in which the child ran (not paused, not waiting)."""
         self.pause_sent: float | None = None
         self.request: dict[str, Any] = {}
@@ -227,8 +228,8 @@ class TimingWindow:
     def attach(self, operator: str, job_write: int, job: dict[str, Any]) -> dict[str, Any]:
         """Register ``operator``'s child before its job is sent (the job asks it to keep
         its job pipe as the control pipe); the keyword arguments for
-        ``run_started_child``. Until its ``hello`` it is ``starting``: it runs no candidate
-        code before the runner's first ``resume`` (``TimingGate.begin``)."""
+        ``run_started_child``. Until its ``hello`` it is ``starting`` (see ``_QUIET``): it
+        runs no candidate code before the runner's first ``resume`` (``TimingGate.begin``)."""
         job["timing_window"] = True
         with self._lock:
             self._slots[operator] = _Slot(operator, os.dup(job_write), _monotonic())
