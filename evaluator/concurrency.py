@@ -428,6 +428,25 @@ class OperatorSlots:
     def __init__(self, slots: int) -> None:
         self.slots = slots
         self.window = TimingWindow() if slots > 1 else None
+        self._sent: dict[str, threading.Event] = {}
+
+    def shared(self, target: Any) -> Any:
+        """``target`` (the worker's reference pool or timing cache, or None), its calls one
+        at a time when several slots' threads share it."""
+        return target if self.window is None or target is None else Locked(target)
+
+    def on_sent(self, operator: str, then: Callable[[], None]) -> Callable[[], None]:
+        """What runs once ``operator``'s child has its job: ``then`` (the next child started
+        ahead), and, with several slots, the next operator's dispatch."""
+        if self.window is None:
+            return then
+        sent = self._sent[operator]
+
+        def both() -> None:
+            then()
+            sent.set()
+
+        return both
 
     def run(
         self,
@@ -437,9 +456,9 @@ class OperatorSlots:
         entries: list[dict[str, Any]],
         checkpoint: Callable[[], None],
     ) -> None:
-        """``evaluate(operator)`` (one slot) or ``evaluate(operator, window, sent)``
-        (``sent``: to be called once its child has its job) for each operator, appending
-        each entry to ``entries``."""
+        """``evaluate(operator)`` for each operator, appending each entry to ``entries``;
+        with several slots ``evaluate`` passes ``on_sent`` on as its child's and
+        ``window`` to its child."""
         if self.window is None:
             for operator in operators:
                 if entries:
@@ -454,7 +473,7 @@ class OperatorSlots:
 
         def work(operator: str, sent: threading.Event) -> None:
             try:
-                entry = evaluate(operator, self.window, sent.set)
+                entry = evaluate(operator)
                 with lock:
                     entries.append(entry)
                     entries.sort(key=lambda e: order[e["operator"]])
@@ -471,7 +490,7 @@ class OperatorSlots:
             if failures:
                 free.release()
                 break
-            sent = threading.Event()
+            sent = self._sent[operator] = threading.Event()
             thread = threading.Thread(
                 target=work, args=(operator, sent), name=f"operator-{operator}"
             )

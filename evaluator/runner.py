@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from evaluator import forkserver
 from evaluator import sanitizer as memory_sanitizer
 from evaluator.bundle import BundleManifest, extract_bundle
-from evaluator.concurrency import Locked, OperatorSlots, SlotControl, TimingWindow, check_users
+from evaluator.concurrency import OperatorSlots, SlotControl, TimingWindow, check_users
 from evaluator.environment import collect_environment, gpu_clocks
 from evaluator.errors import BundleError
 from evaluator.frames import WARM_UP_FAILED, FrameReader, write_frame
@@ -1880,22 +1880,9 @@ def run_bundle(
                 return both
 
             slots = OperatorSlots(concurrency)
-            if slots.window is not None:
-                pool = Locked(pool) if pool is not None else None  # type: ignore[assignment]
-                timings = Locked(timings) if timings is not None else None  # type: ignore[assignment]
+            pool, timings = slots.shared(pool), slots.shared(timings)
 
-            def evaluate(
-                operator: str,
-                window: TimingWindow | None = None,
-                sent: Callable[[], None] | None = None,
-            ) -> dict[str, Any]:
-                begin = on_sent(operator)
-
-                def started() -> None:  # the child has its job
-                    begin()
-                    if sent is not None:
-                        sent()
-
+            def evaluate(operator: str) -> dict[str, Any]:
                 return _evaluate_operator(
                     operator=operator,
                     suite=run_suite,
@@ -1903,7 +1890,7 @@ def run_bundle(
                     manifest=manifest,
                     bundle_dir=bundle_dir,
                     starter=starter,
-                    on_sent=started,
+                    on_sent=slots.on_sent(operator, on_sent(operator)),
                     hardware=profile,
                     device=device,
                     seed=seed,
@@ -1922,7 +1909,7 @@ def run_bundle(
                     pool=pool,
                     suite_hash=full_suite.content_hash,
                     timings=timings,
-                    window=window,
+                    window=slots.window,
                 )
 
             def checkpoint() -> None:
