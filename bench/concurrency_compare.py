@@ -47,9 +47,15 @@ FIGURES = (
 
 
 def evaluate(
-    args: argparse.Namespace, bundle: Path, concurrency: int, seed: int, tmp: Path
-) -> dict[str, Any]:
-    """One ``python -m evaluator run`` at ``concurrency``: its results and wall time."""
+    args: argparse.Namespace,
+    bundle: Path,
+    concurrency: int,
+    seed: int,
+    tmp: Path,
+    timeout_s: float | None = None,
+) -> dict[str, Any] | None:
+    """One ``python -m evaluator run`` at ``concurrency``: its results and wall time (None
+    when it did not finish within ``timeout_s``)."""
     out = tmp / f"results-{concurrency}.json"
     command = [
         sys.executable, "-m", "evaluator", "run", str(bundle), "--suite", args.suite,
@@ -61,7 +67,11 @@ def evaluate(
         if value is not None:
             command += [f"--{name.replace('_', '-')}", str(value)]
     started = time.monotonic()
-    done = subprocess.run(command, cwd=ROOT, check=False)  # noqa: S603 - fixed argv
+    try:
+        done = subprocess.run(command, cwd=ROOT, check=False, timeout=timeout_s)  # noqa: S603
+    except subprocess.TimeoutExpired:
+        print(f"N={concurrency}: not finished within {timeout_s:.0f} s", flush=True)
+        return None
     wall_s = time.monotonic() - started
     results = json.loads(out.read_text())
     if args.keep:
@@ -166,6 +176,13 @@ def main() -> int:
     parser.add_argument("--shapes", default=None, choices=("smoke", "full"))
     parser.add_argument("--time-budget-s", type=float, default=None)
     parser.add_argument("--only", type=int, default=None, help="run only this concurrency")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="seconds for both runs: the second starts only if --second-needs-s are left",
+    )
+    parser.add_argument("--second-needs-s", type=float, default=360.0)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--keep", type=Path, default=None, help="copy the results.json files here")
     args = parser.parse_args()
@@ -174,6 +191,7 @@ def main() -> int:
     if args.only is not None:
         levels = [args.only]
     runs: dict[int, dict[str, Any]] = {}
+    began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="atrex-concurrency-") as made:
         tmp = Path(made)
         os.chmod(tmp, 0o755)
@@ -184,12 +202,19 @@ def main() -> int:
             suite = load_suite(args.suite)
             operators = args.operators.split(",") if args.operators else suite.operator_slugs()
             bundle = write_bundle(tmp / "bundle", operators, args.kernels)
-        for level in levels:
-            runs[level] = evaluate(args, bundle, level, seed, tmp)
+        for index, level in enumerate(levels):
+            left = None if args.budget_s is None else args.budget_s - (time.monotonic() - began)
+            if left is not None and index and left < args.second_needs_s:
+                print(f"N={level} skipped: {left:.0f} s of the budget left", flush=True)
+                break
+            run = evaluate(args, bundle, level, seed, tmp, timeout_s=left)
+            if run is None:
+                break
+            runs[level] = run
             print(json.dumps(phases(runs[level], level)), flush=True)
     report: dict[str, Any] = {
         "command": sys.argv,
-        "runs": [phases(runs[level], level) for level in levels],
+        "runs": [phases(runs[level], level) for level in levels if level in runs],
     }
     if len(runs) == 2 and all(not r["results"].get("error") for r in runs.values()):
         report["compare"] = differences(runs[1]["results"], runs[args.concurrency]["results"])
