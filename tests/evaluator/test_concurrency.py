@@ -294,3 +294,65 @@ def test_a_switch_when_unwatched_is_confirmed_when_watched_again(evaluate_rms_no
     record = evaluate_rms_norm(bundle, gate=_Gate(shared=True))
     assert record["unwatched_error"] and "another path" in record["unwatched_error"]
     assert record["watch_confirmed"]["confirmed"] is True
+
+
+# --------------------------------------------------------------------------- the protocol
+
+
+def _controls(read_fd: int) -> list[str]:
+    """The control frames waiting on a child's end of its job pipe."""
+    import os
+    import select
+
+    from evaluator.frames import FrameReader
+
+    reader, frames = FrameReader(), []
+    while select.select([read_fd], [], [], 0)[0]:
+        frames += reader.feed(os.read(read_fd, 4096))
+    return [f["control"] for f in frames]
+
+
+def test_the_window_pauses_the_others_grants_and_resumes_in_that_order():
+    import os
+
+    from evaluator.concurrency import TimingWindow
+
+    window = TimingWindow()
+    pipes = {name: os.pipe() for name in ("a", "b")}
+    hooks = {name: window.attach(name, pipes[name][1], job := {}) for name in pipes}
+    assert job == {"timing_window": True}
+    for name in pipes:
+        hooks[name]["on_event"]({"event": "hello"})
+        assert _controls(pipes[name][0]) == ["resume"]
+    hooks["a"]["on_event"]({"event": "timing_request", "shape_id": "0", "since": 0.0})
+    # b runs: a waits (idle, so its silence is no timeout) and b is asked to pause.
+    assert _controls(pipes["a"][0]) == [] and _controls(pipes["b"][0]) == ["pause"]
+    assert hooks["a"]["slot"].idle() and not hooks["b"]["slot"].idle()
+    assert hooks["b"]["slot"].overdue(0.0) is not None  # asked, not yet paused
+    hooks["b"]["on_event"]({"event": "paused"})
+    assert _controls(pipes["a"][0]) == ["grant"] and hooks["b"]["slot"].idle()
+    assert hooks["b"]["slot"].overdue(0.0) is None
+    hooks["a"]["on_event"]({"event": "timing_done", "shape_id": "0"})
+    assert _controls(pipes["b"][0]) == ["resume"]
+    (held,) = window.windows
+    assert held["operator"] == "a" and held["shared"] is True  # b ran since a's checks began
+    assert held["granted"] <= held["released"]
+    (pause,) = window.pauses
+    assert pause["operator"] == "b" and pause["paused"] <= held["granted"] <= pause["resumed"]
+    # A child that has read its job while the window is held waits for it to be free.
+    # Then b's turn: a (running again) is paused first.
+    hooks["b"]["on_event"]({"event": "timing_request", "shape_id": "0", "since": 1e12})
+    assert _controls(pipes["b"][0]) == [] and _controls(pipes["a"][0]) == ["pause"]
+    hooks["a"]["on_event"]({"event": "paused"})
+    assert _controls(pipes["b"][0]) == ["grant"] and window.windows[-1]["shared"] is False
+    c_read, c_write = os.pipe()
+    c = window.attach("c", c_write, {})
+    c["on_event"]({"event": "hello"})
+    assert _controls(c_read) == [] and c["slot"].idle()
+    window.detach("b")  # gone in its window: released, and the others go on
+    assert _controls(c_read) == ["resume"] and _controls(pipes["a"][0]) == ["resume"]
+    assert window.windows[-1]["released"] is not None
+    for name in ("a", "c"):
+        window.detach(name)
+    for fd in (c_read, c_write, *(fd for pair in pipes.values() for fd in pair)):
+        os.close(fd)
