@@ -9,7 +9,8 @@ whatever its speed). Then it runs
 ``python -m evaluator run`` on it and prints where the time went:
 
     python3 bench/full_suite_walltime.py --suite atrex-bench-v1 --device cuda \\
-        [--kernels examples/bundles/triton-baseline] [--no-start-ahead] [--out results.json]
+        [--kernels examples/bundles/triton-baseline] [--no-start-ahead] [--out results.json] \\
+        [--concurrency 4]
 
 With ``--kernels DIR`` every operator that bundle implements (``DIR/<operator>.py``) is
 taken from it instead: the Triton baseline's 14 kernels and 16 references make a
@@ -87,6 +88,21 @@ def summarise(results: dict, wall_s: float) -> dict:
             statistics.median((o.get("phases_s") or {}).get("start", 0.0) for o in operators), 3
         ),
         "median_ahead_s": round(statistics.median(o.get("ahead_s") or 0.0 for o in operators), 1),
+        **_concurrency(results),
+    }
+
+
+def _concurrency(results: dict) -> dict:
+    """The timing window's figures of a run with ``--concurrency`` above 1."""
+    digest = results["environment"].get("concurrency")
+    if not digest:
+        return {}
+    return {
+        "concurrency": digest["slots"],
+        "exclusive_s": digest["exclusive_s"],
+        "waited_s": digest["waited_s"],
+        "windows": len(digest["windows"]),
+        "pauses": len(digest["pauses"]),
     }
 
 
@@ -99,6 +115,7 @@ def main() -> int:
         "--kernels", type=Path, default=None, help="a bundle whose operator files are used"
     )
     parser.add_argument("--start-ahead", default=None, action=argparse.BooleanOptionalAction)
+    parser.add_argument("--concurrency", type=int, default=None, help="operators at once")
     parser.add_argument("--out", type=Path, default=None, help="keep the results.json here")
     parser.add_argument("--log-dir", type=Path, default=None)
     args = parser.parse_args()
@@ -116,6 +133,8 @@ def main() -> int:
             command += ["--operators", args.operators]
         if args.start_ahead is not None:
             command.append("--start-ahead" if args.start_ahead else "--no-start-ahead")
+        if args.concurrency is not None:
+            command += ["--concurrency", str(args.concurrency)]
         started = time.monotonic()
         done = subprocess.run(command, cwd=ROOT, check=False)  # noqa: S603 - fixed argv
         wall_s = time.monotonic() - started

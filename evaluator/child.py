@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evaluator.concurrency import TimingGate
 from evaluator.frames import WARM_UP_FAILED, read_exactly, read_job, write_frame
 from evaluator.measure import (
     evaluate_shape,
@@ -172,6 +173,11 @@ def run_job(
     send({"event": "hello", "pid": os.getpid()})
     if job.get("sanitize"):
         return run_sanitize_job(job, send, go_fd)
+    gate = None
+    if job.get("timing_window") and go_fd is not None:
+        # Other operators' children run beside this one: the timing is exclusive.
+        gate = TimingGate(go_fd, send, _device_sync(job["device"]))
+        gate.begin()
     steps = [*(steps or []), ("job", time.perf_counter())]
     try:
         spec = operator_spec(job)
@@ -226,6 +232,8 @@ def run_job(
     scan_warnings = scan_candidate(module, bundle_dir)  # hints, once per operator
     variant_records = []
     for variant in variants:
+        if gate is not None:
+            gate.checkpoint()
         send({"event": "variant_start", "name": variant.name})
         try:
             variant_record = check_variant(
@@ -245,6 +253,8 @@ def run_job(
     variant_error = failed_variant_error(variant_records)
     variant_codes = failed_variant_codes(variant_records)
     for shape in job["shapes"]:
+        if gate is not None:
+            gate.checkpoint()
         send({"event": "shape_start", "shape_id": shape["shape_id"]})
         if variant_error is not None:
             # A wrong answer at a variant makes every shape's answer untrustworthy.
@@ -257,7 +267,9 @@ def run_job(
             }
             send({"event": "shape", "result": record})
             continue
-        record = evaluate(job=job, shape=shape, model_class=module.Model, guard=guard, pool=pool)
+        record = evaluate(
+            job=job, shape=shape, model_class=module.Model, guard=guard, pool=pool, gate=gate
+        )
         record["warnings"] = [*scan_warnings, *record.get("warnings", [])]
         if not record.get("tampering"):
             try:
@@ -277,6 +289,16 @@ def run_job(
             return 0
     send({"event": "done"})
     return 0
+
+
+def _device_sync(device: str) -> Any:
+    """What waits for the device's work (nothing to wait for on the CPU)."""
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return lambda: None
+    synchronize, target = torch.cuda.synchronize, torch.device(device)
+    return lambda: synchronize(target)
 
 
 def run_sanitize_job(job: dict[str, Any], send: Any, go_fd: int | None) -> int:
@@ -384,7 +406,9 @@ def main(argv: list[str] | None = None) -> int:
         # the tool: the runner's mistake, no candidate code has run.
         print("[harness] the job does not fit this child (sanitize)", file=sys.stderr, flush=True)
         return WARM_UP_FAILED
-    go_fd = args.job_fd if job.get("sanitize") else None
+    # A sanitized child's go-aheads, or a concurrent child's pauses and timing window
+    # (evaluator.concurrency), come on the job pipe.
+    go_fd = args.job_fd if job.get("sanitize") or job.get("timing_window") else None
     if go_fd is None:
         os.close(args.job_fd)
     # Keep the result pipe off the candidate's obvious path: a copy at a high number,

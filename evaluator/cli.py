@@ -129,6 +129,14 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "is seconds of device and profiler set-up",
     )
     run.add_argument(
+        "--concurrency",
+        default=None,
+        metavar="N",
+        help="evaluate up to N operators at once on the one device, their timing exclusive "
+        "(each child a sandbox user of its own: ATREX_SANDBOX_MORE_USERS); default: "
+        "$ATREX_CONCURRENCY, else 1 (one operator at a time)",
+    )
+    run.add_argument(
         "--sanitizer-tools",
         default=None,
         metavar="TOOLS",
@@ -562,6 +570,7 @@ def command_run(
 
     ``prepared`` is ``suite_for(args)`` already loaded, ``rounds`` the children of a
     campaign's evaluator server (``evaluator.serve``)."""
+    from evaluator.concurrency import concurrency_from
     from evaluator.runner import run_bundle
     from evaluator.sandbox import SandboxPolicy
     from evaluator.sanitizer import parse_tools
@@ -581,6 +590,8 @@ def command_run(
     try:
         pool = pool_settings(args)
         timings = timings_settings(args)
+        # A campaign's round is one operator: nothing to run beside it.
+        concurrency = concurrency_from(args.concurrency) if rounds is None else 1
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER
@@ -610,6 +621,7 @@ def command_run(
             rounds=rounds,
             reference_pool=pool,
             reference_timings=timings,
+            concurrency=concurrency,
         )
     except AtrexError as exc:
         write_results(out, _error_document(args, exc.to_dict()))

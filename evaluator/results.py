@@ -204,6 +204,24 @@ def shape_entry(
         "wall_s": _wall(measured.get("wall_s")),
         "reference_pool": _pool_use(measured.get("reference_pool")),
         "fallback_decided_on_first_call": bool(measured.get("fallback_decided_on_first_call")),
+        **_watch_confirmed(measured.get("watch_confirmed")),
+    }
+
+
+def _watch_confirmed(record: Any) -> dict[str, Any]:
+    """``{"watch_confirmed": ...}`` for a shape whose watched figure was measured again,
+    alone, in a concurrent run (``evaluator.concurrency``): the figure taken beside other
+    children and the one taken alone (ms), the second watch's own-kernel share and whether
+    the watched-against-timed check still fired; nothing otherwise (the key is absent)."""
+    if not isinstance(record, Mapping):
+        return {}
+    return {
+        "watch_confirmed": {
+            "shared_watched_time_ms": _ms(record.get("shared_watched_time_s")),
+            "watched_time_ms": _ms(record.get("watched_time_s")),
+            "own_kernel_share": finite_or_none(record.get("own_kernel_share")),
+            "confirmed": bool(record.get("confirmed")),
+        }
     }
 
 

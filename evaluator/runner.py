@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from evaluator import forkserver
 from evaluator import sanitizer as memory_sanitizer
 from evaluator.bundle import BundleManifest, extract_bundle
+from evaluator.concurrency import OperatorSlots, SlotControl, TimingWindow, check_users
 from evaluator.environment import collect_environment, gpu_clocks
 from evaluator.errors import BundleError
 from evaluator.frames import WARM_UP_FAILED, FrameReader, write_frame
@@ -86,13 +87,14 @@ class ProgressWriter:
 
     def __init__(self, path: str | os.PathLike[str] | None) -> None:
         self.path = Path(path) if path else None
+        self.lock = threading.Lock()  # concurrent operators emit from their threads
 
     def emit(self, event: str, **fields: Any) -> None:
         """Write ``{"event": event, **fields}`` as one line."""
         if self.path is None:
             return
         line = json.dumps({"event": event, **fields}, allow_nan=False)
-        with open(self.path, "a", encoding="utf-8") as handle:
+        with self.lock, open(self.path, "a", encoding="utf-8") as handle:
             handle.write(line + "\n")
             handle.flush()
 
@@ -358,6 +360,7 @@ def run_started_child(
     tap: memory_sanitizer.LogTap | None = None,
     keep_job_pipe: bool = False,
     references: ReferenceServer | None = None,
+    slot: SlotControl | None = None,
 ) -> ChildOutcome:
     """Hand the started child its job and follow it to completion (or one of its limits);
     ``on_sent`` is called once the job is sent (to start the next child ahead);
@@ -371,7 +374,8 @@ def run_started_child(
     ``on_event`` sees every message first (a sanitized child's operator boundaries), and
     ``tap`` (the sanitizer's log pipe) is drained as it fills and before each message;
     with ``keep_job_pipe`` the job pipe stays open until the child ends (a sanitized
-    child's go-aheads are written to it).
+    child's go-aheads are written to it). ``slot``: its place in a concurrent run's timing
+    window (``evaluator.concurrency``).
     """
     outcome = ChildOutcome()
     key = secrets.token_bytes(32)
@@ -394,6 +398,7 @@ def run_started_child(
             key=key, sandbox=child.plan, launched=sent, watch_processes=watch_processes,
             on_event=on_event, tap=tap,
             references=references or ReferenceServer({}), reference_fd=child.reference_write,
+            slot=slot,
         )  # fmt: skip
     finally:
         os.close(child.result_read)
@@ -615,6 +620,7 @@ def _follow(
     tap: memory_sanitizer.LogTap | None = None,
     references: ReferenceServer | None = None,
     reference_fd: int | None = None,
+    slot: SlotControl | None = None,
 ) -> None:
     reader = FrameReader(key=key)
     uid = sandbox.uid if sandbox is not None else None
@@ -640,6 +646,14 @@ def _follow(
             _kill(process, uid)
             outcome.fail("runtime_error", over_memory, "out_of_memory")
             return
+        if slot is not None:
+            if slot.idle():  # paused by the runner, or waiting for the timing window
+                deadline = time.monotonic() + shape_timeout_s
+                left = shape_timeout_s
+            elif (overdue := slot.overdue(shape_timeout_s)) is not None:
+                _kill(process, uid)
+                outcome.fail("timeout", overdue, "timeout")
+                return
         if left <= 0:
             _kill(process, uid)
             where = current or (
@@ -804,7 +818,8 @@ class RunState:
 
     def shape_done(self, operator: str, entry: Mapping[str, Any]) -> None:
         """Count a finished shape and emit its progress line."""
-        self.shapes_done += 1
+        with self.progress.lock:
+            self.shapes_done += 1
         self.progress.emit(
             "shape",
             operator=operator,
@@ -835,6 +850,7 @@ def _evaluate_operator(
     pool: ReferencePool | None = None,
     suite_hash: str = "",
     timings: ReferenceTimings | None = None,
+    window: TimingWindow | None = None,
 ) -> dict[str, Any]:
     """Evaluate one operator in its child (``on_sent`` is called as soon as it has its
     job: the next operator's child, or the sanitizer's, starts ahead) and return its entry
@@ -847,7 +863,10 @@ def _evaluate_operator(
     With ``timings`` (the worker's eager reference timings), each shape is looked up first:
     a hit goes into the job (the child does not time the reference there) and the shape's
     entry reports the runner's copy of the figure; a shape that missed and passed is stored
-    once the child is gone, unless the operator was tampered with or held for review."""
+    once the child is gone, unless the operator was tampered with or held for review.
+
+    With a ``window`` (a concurrent run, ``evaluator.concurrency``) the child takes its
+    turn in the run's exclusive timing window."""
     threshold = suite.threshold_own_share
     by_id = {shape.shape_id: shape for shape in shapes}
     entries: dict[str, dict[str, Any]] = {}
@@ -933,15 +952,19 @@ def _evaluate_operator(
             reference_times=hits,
         )
         try:
+            child = starter.take(operator)
             outcome = run_started_child(
-                starter.take(operator),
+                child,
                 job=job,
                 shape_timeout_s=shape_timeout_s,
                 on_record=on_record,
                 on_sent=on_sent,
                 references=pool.server(suite_hash, drawn) if pool is not None and drawn else None,
+                **(window.attach(operator, child.job_write, job) if window is not None else {}),
             )
         finally:
+            if window is not None:
+                window.detach(operator)
             if pool is not None and drawn:
                 pool.release(suite_hash, [pool_shape for pool_shape, _ in drawn.values()])
         child_wall_s = outcome.marks.get("gone")
@@ -1643,6 +1666,7 @@ def run_bundle(
     reference_pool: PoolSettings | None = None,
     reference_timings: TimingCacheSettings | None = None,
     rounds: RoundChildren | None = None,
+    concurrency: int = 1,
 ) -> dict[str, Any]:
     """Evaluate a bundle on this machine and return the results document (atrex-results/1).
 
@@ -1700,6 +1724,11 @@ def run_bundle(
     ``rounds`` (an agent campaign's evaluator server, ``evaluator.serve``) supplies the
     sandbox and the children instead: the bundle goes into the folder of a child it
     started (and warmed up) before, and it starts the next round's child ahead.
+
+    ``concurrency`` above 1 evaluates up to that many operators at once, their timing in
+    one exclusive window (``evaluator.concurrency``; each child a sandbox user of its own,
+    SandboxError when there are too few); the environment digest's ``concurrency`` holds
+    the windows and pauses. Entries, checkpoints and verdicts are as with one at a time.
     """
     started, started_at = time.monotonic(), _now()
     device_kind = "cuda" if device.startswith("cuda") else "cpu"
@@ -1774,7 +1803,10 @@ def run_bundle(
         if rounds is None:
             made = stack.enter_context(tempfile.TemporaryDirectory(prefix="atrex-run-"))
             scratch_dir = Path(made)
-            sandbox = Sandbox(policy=policy, scratch=scratch_dir, device=device_kind)
+            sandbox = Sandbox(
+                policy=policy, scratch=scratch_dir, device=device_kind, concurrent=concurrency
+            )
+            check_users(sandbox, concurrency)
             environment["sandbox"] = sandbox.probe()
             bundle_dir = scratch_dir / "bundle"
         else:
@@ -1839,47 +1871,55 @@ def run_bundle(
                 last = with_child[-1] if with_child else None
                 if operator != last or sanitizer_pass is None or not starter.ahead:
                     return lambda: starter.start_ahead(following)
-                done = with_child[:-1]
 
                 def both() -> None:
                     starter.start_ahead(following)  # a campaign's next round (serve)
-                    sanitizer_pass.start_ahead(done)
+                    ended = {entry["operator"] for entry in list(entries)}  # all, one at a time
+                    sanitizer_pass.start_ahead([op for op in with_child[:-1] if op in ended])
 
                 return both
 
+            slots = OperatorSlots(concurrency)
+            pool, timings = slots.shared(pool), slots.shared(timings)
+
+            def evaluate(operator: str) -> dict[str, Any]:
+                return _evaluate_operator(
+                    operator=operator,
+                    suite=run_suite,
+                    shapes=shapes[operator],
+                    manifest=manifest,
+                    bundle_dir=bundle_dir,
+                    starter=starter,
+                    on_sent=slots.on_sent(operator, on_sent(operator)),
+                    hardware=profile,
+                    device=device,
+                    seed=seed,
+                    time_budget_s=time_budget_s,
+                    shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S,
+                    state=state,
+                    operator_source=(
+                        {
+                            "files": dict(sources[operator]),
+                            "dtype": run_suite.operator(operator).dtype,
+                        }
+                        if operator in sources
+                        else None
+                    ),
+                    validation_variants=validation_variants,
+                    pool=pool,
+                    suite_hash=full_suite.content_hash,
+                    timings=timings,
+                    window=slots.window,
+                )
+
+            def checkpoint() -> None:
+                if checkpoint_path is not None:
+                    write_results(checkpoint_path, document(partial=True))
+
             with starter:
-                for operator in selected:
-                    if checkpoint_path is not None and entries:
-                        write_results(checkpoint_path, document(partial=True))
-                    entries.append(
-                        _evaluate_operator(
-                            operator=operator,
-                            suite=run_suite,
-                            shapes=shapes[operator],
-                            manifest=manifest,
-                            bundle_dir=bundle_dir,
-                            starter=starter,
-                            on_sent=on_sent(operator),
-                            hardware=profile,
-                            device=device,
-                            seed=seed,
-                            time_budget_s=time_budget_s,
-                            shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S,
-                            state=state,
-                            operator_source=(
-                                {
-                                    "files": dict(sources[operator]),
-                                    "dtype": run_suite.operator(operator).dtype,
-                                }
-                                if operator in sources
-                                else None
-                            ),
-                            validation_variants=validation_variants,
-                            pool=pool,
-                            suite_hash=full_suite.content_hash,
-                            timings=timings,
-                        )
-                    )
+                slots.run(selected, evaluate, entries=entries, checkpoint=checkpoint)
+            if slots.window is not None:
+                environment["concurrency"] = slots.window.digest(concurrency)
             if sanitizer_pass is not None:
                 smallest = {}
                 for operator in with_child:

@@ -137,6 +137,9 @@ class SandboxPolicy:
     """A third one, for the sanitizer pass's children started while the last operator's
     child runs (``evaluator.runner.SanitizerPass``): default uid 65532, if no account of
     this machine has it; without one, that pass starts fewer children ahead."""
+    more_users: tuple[str, ...] = ()
+    """More unprivileged users (names or numbers), for the children of a concurrent run
+    (``evaluator.concurrency``): each child alive at once runs as a user of its own."""
     hidden_paths: tuple[str, ...] = ()
     cpu_time_s: int = 3600
     memory_bytes: int = 32 * 1024 * MiB
@@ -162,7 +165,8 @@ class SandboxPolicy:
         hidden_paths: Iterable[str] = (),
     ) -> SandboxPolicy:
         """The policy from ``ATREX_SANDBOX`` (mode), ``ATREX_SANDBOX_USER``/``_GID``,
-        ``ATREX_SANDBOX_SECOND_USER``, ``ATREX_SANDBOX_THIRD_USER``, ``ATREX_SANDBOX_HIDE``
+        ``ATREX_SANDBOX_SECOND_USER``, ``ATREX_SANDBOX_THIRD_USER``,
+        ``ATREX_SANDBOX_MORE_USERS`` (comma-separated), ``ATREX_SANDBOX_HIDE``
         (os.pathsep-separated), ``ATREX_SANDBOX_CPU_S``, ``ATREX_SANDBOX_MEMORY_MB``,
         ``ATREX_SANDBOX_PROCESSES``, ``ATREX_SANDBOX_FILE_MB`` and ``ATREX_SANDBOX_TMP_MB``;
         explicit arguments win over the environment."""
@@ -188,6 +192,11 @@ class SandboxPolicy:
             gid=number("ATREX_SANDBOX_GID", 0) if gid_text else None,
             second_user=environ.get("ATREX_SANDBOX_SECOND_USER", "").strip(),
             third_user=environ.get("ATREX_SANDBOX_THIRD_USER", "").strip(),
+            more_users=tuple(
+                user.strip()
+                for user in environ.get("ATREX_SANDBOX_MORE_USERS", "").split(",")
+                if user.strip()
+            ),
             hidden_paths=tuple(dict.fromkeys([*hidden, *hidden_paths])),
             cpu_time_s=number("ATREX_SANDBOX_CPU_S", cls.cpu_time_s),
             memory_bytes=number("ATREX_SANDBOX_MEMORY_MB", cls.memory_bytes // MiB, MiB),
@@ -203,6 +212,7 @@ class SandboxPolicy:
             "user": self.user,
             "second_user": self.second_user or DEFAULT_SECOND_UID,
             "third_user": self.third_user or DEFAULT_THIRD_UID,
+            **({"more_users": list(self.more_users)} if self.more_users else {}),
             "hidden_paths": len(self.hidden_paths),
             "cpu_time_s": self.cpu_time_s,
             "memory_bytes": self.memory_bytes,
@@ -288,6 +298,21 @@ def resolve_third_user(
         variable="ATREX_SANDBOX_THIRD_USER",
         purpose="third unprivileged user for the sanitizer's children that start ahead",
     )
+
+
+def resolve_more_users(users: Iterable[str], taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(uid, gid) of each of ``ATREX_SANDBOX_MORE_USERS`` (names or numbers; a number no
+    account holds gets its own gid), none of them root or one of ``taken`` or another."""
+    resolved: list[tuple[int, int]] = []
+    for user in users:
+        uid, gid = resolve_user(user, None)
+        if uid in {u for u, _ in (*taken, *resolved)}:
+            raise SandboxError(
+                f"ATREX_SANDBOX_MORE_USERS names uid {uid} twice, or a sandbox user already "
+                "in use; each child needs a user of its own."
+            )
+        resolved.append((uid, gid))
+    return resolved
 
 
 GROUP_FILE_MAX_BYTES = 1 << 20
@@ -729,6 +754,9 @@ class Sandbox:
     """Whether this process may create namespaces and switch users (default: is root)."""
     package_root: str | None = None
     _counter: int = 0
+    concurrent: int = 1
+    """Operators' children alive at once (``evaluator.concurrency``): where the parent
+    cannot switch users, as many more children may be alive as the run asks."""
 
     def __post_init__(self) -> None:
         if self.privileged is None:
@@ -738,6 +766,8 @@ class Sandbox:
         self.no_user_reason = "the evaluator does not run as root: the child keeps its user"
         self.second: tuple[int, int] | None = None
         self.third: tuple[int, int] | None = None
+        self.more: list[tuple[int, int]] = []
+        """The users of ``ATREX_SANDBOX_MORE_USERS``, for a concurrent run's children."""
         self.no_overlap_reason: str | None = None
         """Why two children may not run at once (None: they may)."""
         self.no_third_reason: str | None = None
@@ -759,6 +789,19 @@ class Sandbox:
                 if self.second is None:
                     self.no_overlap_reason = exc.message
                 self.no_third_reason = exc.message
+        self.no_more_reason: str | None = "ATREX_SANDBOX_MORE_USERS lists none"
+        """Why there are no users beyond the third (None: there are)."""
+        if self.third is not None and self.second is not None and self.policy.more_users:
+            first = (self.uid or 0, self.gid or 0)
+            try:
+                self.more = resolve_more_users(
+                    self.policy.more_users, [first, self.second, self.third]
+                )
+                self.no_more_reason = None
+            except SandboxError as exc:
+                if self.policy.mode == "required":
+                    raise
+                self.no_more_reason = exc.message
         self.runtime = runtime_paths(self.package_root)
         set_child_subreaper()
 
@@ -789,8 +832,8 @@ class Sandbox:
         if not self.can_overlap:
             return 1
         if self.uid is None:
-            return MAX_USERS
-        return 1 + (self.second is not None) + (self.third is not None)
+            return MAX_USERS + self.concurrent - 1
+        return 1 + (self.second is not None) + (self.third is not None) + len(self.more)
 
     def child(
         self,
@@ -816,13 +859,16 @@ class Sandbox:
         kernels of the bundle's operators come from children of the same bundle, which
         gives the child nothing its own code could not do."""
         if user >= self.users:
-            reason = self.no_overlap_reason if user == 1 else self.no_third_reason
+            reason = (self.no_overlap_reason, self.no_third_reason)[user - 1] if user < 3 else (
+                self.no_more_reason or "ATREX_SANDBOX_MORE_USERS lists too few"
+            )  # fmt: skip
             raise SandboxError(f"A child cannot start beside {user} other(s): {reason}")
         self._counter += 1
         private = self.scratch / f"sandbox-{self._counter}-{label}"
         private.mkdir(mode=0o700)
         uid, gid = self.uid, self.gid
-        other = (self.second, self.third)[user - 1] if user else None
+        others = (self.second, self.third, *self.more)
+        other = others[user - 1] if user and user <= len(others) else None
         if uid is not None and other is not None:
             uid, gid = other
         own = [os.path.realpath(folder) for folder in writable]
@@ -1091,6 +1137,12 @@ class Sandbox:
                     if self.third
                     else f"; a third user: {self.no_third_reason}"
                     if self.no_third_reason
+                    else ""
+                )
+                + (
+                    "; a concurrent run's children also as uid "
+                    + ", ".join(str(uid) for uid, _ in self.more)
+                    if self.more
                     else ""
                 )
                 if self.can_overlap

@@ -1,0 +1,358 @@
+"""Operator-level concurrency (``evaluator.concurrency``): several operators' children at
+once, their timing in one exclusive window, end to end on CPU (real children, Triton in
+the interpreter), and the re-watch of a watched figure taken beside other children."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaluator.child import import_candidate
+from evaluator.concurrency import OperatorSlots, concurrency_from
+from evaluator.fallback import prepare_monitoring
+from evaluator.measure import evaluate_shape
+from evaluator.operators import get_operator
+from evaluator.runner import run_bundle
+from evaluator.sandbox import Sandbox, SandboxError, SandboxPolicy
+
+from .conftest import KNOWN, REPO, TRITON_BASELINE
+
+pytestmark = pytest.mark.slow
+
+SEED = 20261203
+EXPLOITS = REPO / "tests" / "evaluator" / "exploits"
+TRIALS = get_operator("rms_norm").policy.trials
+REPEATS = 20
+CALL_LINE = re.compile(r"^ATREX-CALL (\S+) (\S+)$", re.MULTILINE)
+# Appended to an honest operator file: every call of the candidate writes when it began
+# and ended (the host's monotonic clock, which the runner's windows use too) to its log.
+STAMPED = """
+
+import sys as _stamp_sys
+import time as _stamp_time
+
+_Stamped = Model
+
+
+class Model(_Stamped):
+    def forward(self, *args, **kwargs):
+        began = _stamp_time.monotonic()
+        try:
+            return super().forward(*args, **kwargs)
+        finally:
+            print(f"ATREX-CALL {began!r} {_stamp_time.monotonic()!r}", file=_stamp_sys.stderr,
+                  flush=True)
+"""
+
+
+def run(bundle: Path, suite: Any, tmp_path: Path, **kwargs: Any) -> dict[str, Any]:
+    kwargs.setdefault("time_budget_s", 0.02)
+    return run_bundle(
+        bundle_path=bundle,
+        suite=suite,
+        hardware="cpu-dev",
+        device="cpu",
+        seed=SEED,
+        log_dir=tmp_path / "logs",
+        **kwargs,
+    )
+
+
+def two_shapes_each(suite: Any) -> Any:
+    """``suite`` with each tiny shape twice (``t0`` and ``t1``): a child then has a safe
+    point between its shapes, where it can be paused."""
+    return replace(
+        suite,
+        shapes=tuple(s for shape in suite.shapes for s in (shape, replace(shape, shape_id="t1"))),
+    )
+
+
+def verdicts(results: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """What concurrency must not change: per operator its status and verdict, per shape its
+    status and codes, in the results' order."""
+    return [
+        (
+            entry["operator"],
+            entry["status"],
+            entry["verdict"],
+            [(s["shape_id"], s["status"], sorted(s["codes"])) for s in entry["shapes"]],
+        )
+        for entry in results["operators"]
+    ]
+
+
+def test_concurrency_is_read_from_the_option_or_the_environment():
+    assert concurrency_from(None, {}) == 1
+    assert concurrency_from(None, {"ATREX_CONCURRENCY": "3"}) == 3
+    assert concurrency_from("2", {"ATREX_CONCURRENCY": "3"}) == 2
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(ValueError):
+            concurrency_from(bad, {})
+
+
+def test_one_slot_evaluates_in_the_calling_thread_and_checkpoints_before_each_next(tmp_path):
+    seen: list[tuple[str, int]] = []
+    entries: list[dict[str, Any]] = []
+    OperatorSlots(1).run(
+        ["a", "b", "c"],
+        lambda operator: seen.append((operator, len(entries))) or {"operator": operator},
+        entries=entries,
+        checkpoint=lambda: seen.append(("checkpoint", len(entries))),
+    )
+    assert seen == [("a", 0), ("checkpoint", 1), ("b", 1), ("checkpoint", 2), ("c", 2)]
+    assert [e["operator"] for e in entries] == ["a", "b", "c"]
+
+
+def test_two_at_once_gives_the_same_verdicts_and_statuses_as_one_at_a_time(tiny_suite, tmp_path):
+    suite = two_shapes_each(tiny_suite)
+    alone = run(TRITON_BASELINE, suite, tmp_path / "one")
+    checkpoint = tmp_path / "two.partial.json"
+    together = run(
+        TRITON_BASELINE, suite, tmp_path / "two", concurrency=2, checkpoint_path=checkpoint
+    )
+    assert verdicts(together) == verdicts(alone)
+    assert [e["operator"] for e in together["operators"]] == list(KNOWN)
+    assert all(e["verdict"] == "pass" for e in together["operators"])
+    assert "concurrency" not in alone["environment"]
+    assert together["environment"]["concurrency"]["slots"] == 2
+    assert len(together["environment"]["concurrency"]["windows"]) == 2 * len(KNOWN)
+    # The last checkpoint holds the operators finished before the last one, in suite order.
+    partial = json.loads(checkpoint.read_text())
+    done = [e["operator"] for e in partial["operators"]]
+    assert partial["partial"] is True and done == [op for op in KNOWN if op in done]
+    assert (
+        sorted(done + partial["operators_pending"]) == sorted(KNOWN)
+        and partial["operators_pending"]
+    )
+
+
+def test_timing_windows_never_overlap_and_paused_children_run_nothing(
+    tiny_suite, tmp_path, make_bundle
+):
+    files = {f"{op}.py": (TRITON_BASELINE / f"{op}.py").read_text() + STAMPED for op in KNOWN}
+    bundle = make_bundle(files)
+    results = run(bundle, two_shapes_each(tiny_suite), tmp_path, concurrency=3)
+    assert all(e["verdict"] == "pass" for e in results["operators"]), verdicts(results)
+    digest = results["environment"]["concurrency"]
+    windows = sorted(digest["windows"], key=lambda w: w["granted"])
+    assert len(windows) == 2 * len(KNOWN)
+    for window in windows:
+        assert window["requested"] <= window["granted"] <= window["released"]
+    for first, second in zip(windows, windows[1:], strict=False):
+        assert first["released"] <= second["granted"], (first, second)
+    # Something was paused for a window, or the test proves nothing.
+    assert digest["pauses"], digest
+    origin = digest["origin_monotonic"]
+    calls: dict[str, list[tuple[float, float]]] = {}
+    for operator in KNOWN:
+        text = (tmp_path / "logs" / f"{operator}.log").read_text()
+        calls[operator] = [
+            (float(a) - origin, float(b) - origin) for a, b in CALL_LINE.findall(text)
+        ]
+        assert calls[operator], f"no call of {operator} was logged"
+    for window in windows:
+        for operator, spans in calls.items():
+            if operator == window["operator"]:
+                continue
+            inside = [s for s in spans if s[0] < window["released"] and s[1] > window["granted"]]
+            assert not inside, (
+                f"{operator} ran {inside} during {window['operator']}'s window {window}"
+            )
+
+
+def test_a_child_dying_mid_check_loses_only_its_operator(tiny_suite, tmp_path):
+    results = run(EXPLOITS / "exits", tiny_suite, tmp_path, concurrency=2, shape_timeout_s=60)
+    by_operator = {e["operator"]: e for e in results["operators"]}
+    silu = by_operator["silu_and_mul"]
+    assert silu["status"] == "runtime_error" and "exited with code 0" in silu["error"]
+    assert [s["status"] for s in by_operator["rms_norm"]["shapes"]] == ["runtime_error"]
+    honest = by_operator["fused_add_rms_norm"]
+    assert [s["status"] for s in honest["shapes"]] == ["pass"] and honest["score"] > 0
+    assert [e["operator"] for e in results["operators"]] == list(KNOWN)
+
+
+def test_a_kernel_that_switches_when_unwatched_is_still_caught_beside_others(
+    tiny_suite, tmp_path, make_bundle
+):
+    files = {f"{op}.py": (TRITON_BASELINE / f"{op}.py").read_text() for op in KNOWN}
+    files["rms_norm.py"] = (EXPLOITS / "watched_switch" / "rms_norm.py").read_text()
+    results = run(make_bundle(files), tiny_suite, tmp_path, concurrency=2)
+    by_operator = {e["operator"]: e for e in results["operators"]}
+    (shape,) = by_operator["rms_norm"]["shapes"]
+    assert shape["status"] == "fallback" and "unwatched_path" in shape["codes"]
+    assert "another path" in shape["error"]
+    assert by_operator["rms_norm"]["score"] == 0
+    for operator in ("silu_and_mul", "fused_add_rms_norm"):
+        assert [s["status"] for s in by_operator[operator]["shapes"]] == ["pass"]
+
+
+def test_too_few_sandbox_users_is_a_clear_error(tiny_suite, tmp_path):
+    policy = SandboxPolicy(user="65534", second_user="65533", third_user="65532")
+    with pytest.raises(SandboxError, match="ATREX_SANDBOX_MORE_USERS") as caught:
+        run(
+            TRITON_BASELINE, tiny_suite, tmp_path, concurrency=5, sandbox_policy=policy,
+            start_ahead=False,
+        )  # fmt: skip
+    assert "--concurrency 5 needs 5 sandbox users" in str(caught.value)
+    assert "this worker has 3" in str(caught.value)
+    more = SandboxPolicy.from_environment(
+        {"ATREX_SANDBOX_USER": "65534", "ATREX_SANDBOX_MORE_USERS": "65531, 65530"}
+    )
+    assert more.more_users == ("65531", "65530")
+    sandbox = Sandbox(policy=more, scratch=tmp_path, privileged=True)
+    assert sandbox.users == 5 and sandbox.more == [(65531, 65531), (65530, 65530)]
+    twice = SandboxPolicy(user="65534", more_users=("65533",))
+    with pytest.raises(SandboxError, match="twice"):
+        Sandbox(policy=replace(twice, mode="required"), scratch=tmp_path, privileged=True)
+
+
+# --------------------------------------------------------------------------- the re-watch
+
+
+class _Gate:
+    """A timing window that says other children ran beside the shape's checks."""
+
+    def __init__(self, shared: bool) -> None:
+        self.shared = shared
+        self.held: list[str] = []
+
+    @contextmanager
+    def window(self, shape_id: str) -> Iterator[bool]:
+        self.held.append(shape_id)
+        yield self.shared
+
+
+@pytest.fixture
+def evaluate_rms_norm(monkeypatch) -> Iterator[Callable[..., dict[str, Any]]]:
+    """``evaluate_rms_norm(bundle, gate=None, slow_first=0)``: the child's record of one
+    small rms_norm shape of ``bundle`` in this process; the candidate's first
+    ``slow_first`` calls (the watched correctness trials) run its kernel ``REPEATS`` times,
+    as slow as calls slowed by other children could be, its own kernels all the same."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    prepare_monitoring(__import__("torch").device("cpu"))
+    imported: list[str] = []
+
+    def run_one(bundle: Path, *, gate: Any = None, slow_first: int = 0) -> dict[str, Any]:
+        module = import_candidate(bundle / "rms_norm.py", "rms_norm", bundle)
+        imported.append(module.__name__)
+        calls = [0]
+
+        class Slowed(module.Model):  # type: ignore[name-defined,misc]
+            def forward(self, *args: Any, **kwargs: Any) -> Any:
+                calls[0] += 1
+                for _ in range(REPEATS - 1 if calls[0] <= slow_first else 0):
+                    super().forward(*args, **kwargs)  # its own kernel, only slower
+                return super().forward(*args, **kwargs)
+
+        job = {
+            "operator": "rms_norm", "device": "cpu", "seed": SEED, "time_budget_s": 0.01,
+            "bundle_dir": str(bundle), "threshold_own_share": 0.8,
+        }  # fmt: skip
+        shape = {
+            "shape_id": "0", "init_kwargs": {"eps": 1e-6},
+            "input_kwargs": {"token_count": 3, "hidden_size": 200},
+            "q_read": 3 * 200 * 2 + 200 * 2, "q_write": 3 * 200 * 2,
+        }  # fmt: skip
+        return evaluate_shape(job=job, shape=shape, model_class=Slowed, gate=gate)
+
+    yield run_one
+    for name in imported:
+        sys.modules.pop(name, None)
+
+
+def test_watched_calls_slowed_beside_others_are_watched_again_alone(evaluate_rms_norm, tmp_path):
+    bundle = tmp_path / "honest"
+    shutil.copytree(TRITON_BASELINE, bundle)
+    # Alone, calls that slow make the check fire: the figure is what it is.
+    alone = evaluate_rms_norm(bundle, slow_first=TRIALS)
+    assert alone["status"] == "pass" and alone["unwatched_error"], alone
+    assert "watch_confirmed" not in alone
+    gate = _Gate(shared=True)
+    shared = evaluate_rms_norm(bundle, gate=gate, slow_first=TRIALS)
+    assert gate.held == ["0"]
+    assert shared["unwatched_error"] is None, shared
+    confirmed = shared["watch_confirmed"]
+    assert confirmed["confirmed"] is False
+    assert confirmed["shared_watched_time_s"] > 5 * confirmed["watched_time_s"]
+    assert shared["watched_time_s"] == confirmed["watched_time_s"]
+    # Not shared: nothing is measured again, whatever fired.
+    lone = evaluate_rms_norm(bundle, gate=_Gate(shared=False), slow_first=TRIALS)
+    assert lone["unwatched_error"] and "watch_confirmed" not in lone
+
+
+def test_a_switch_when_unwatched_is_confirmed_when_watched_again(evaluate_rms_norm):
+    bundle = EXPLOITS / "watched_switch"
+    record = evaluate_rms_norm(bundle, gate=_Gate(shared=True))
+    assert record["unwatched_error"] and "another path" in record["unwatched_error"]
+    assert record["watch_confirmed"]["confirmed"] is True
+
+
+# --------------------------------------------------------------------------- the protocol
+
+
+def _controls(read_fd: int) -> list[str]:
+    """The control frames waiting on a child's end of its job pipe."""
+    import os
+    import select
+
+    from evaluator.frames import FrameReader
+
+    reader, frames = FrameReader(), []
+    while select.select([read_fd], [], [], 0)[0]:
+        frames += reader.feed(os.read(read_fd, 4096))
+    return [f["control"] for f in frames]
+
+
+def test_the_window_pauses_the_others_grants_and_resumes_in_that_order():
+    import os
+
+    from evaluator.concurrency import TimingWindow
+
+    window = TimingWindow()
+    pipes = {name: os.pipe() for name in ("a", "b")}
+    hooks = {name: window.attach(name, pipes[name][1], job := {}) for name in pipes}
+    assert job == {"timing_window": True}
+    for name in pipes:
+        hooks[name]["on_event"]({"event": "hello"})
+        assert _controls(pipes[name][0]) == ["resume"]
+    hooks["a"]["on_event"]({"event": "timing_request", "shape_id": "0", "since": 0.0})
+    # b runs: a waits (idle, so its silence is no timeout) and b is asked to pause.
+    assert _controls(pipes["a"][0]) == [] and _controls(pipes["b"][0]) == ["pause"]
+    assert hooks["a"]["slot"].idle() and not hooks["b"]["slot"].idle()
+    assert hooks["b"]["slot"].overdue(0.0) is not None  # asked, not yet paused
+    hooks["b"]["on_event"]({"event": "paused"})
+    assert _controls(pipes["a"][0]) == ["grant"] and hooks["b"]["slot"].idle()
+    assert hooks["b"]["slot"].overdue(0.0) is None
+    hooks["a"]["on_event"]({"event": "timing_done", "shape_id": "0"})
+    assert _controls(pipes["b"][0]) == ["resume"]
+    (held,) = window.windows
+    assert held["operator"] == "a" and held["shared"] is True  # b ran since a's checks began
+    assert held["granted"] <= held["released"]
+    (pause,) = window.pauses
+    assert pause["operator"] == "b" and pause["paused"] <= held["granted"] <= pause["resumed"]
+    # A child that has read its job while the window is held waits for it to be free.
+    # Then b's turn: a (running again) is paused first.
+    hooks["b"]["on_event"]({"event": "timing_request", "shape_id": "0", "since": 1e12})
+    assert _controls(pipes["b"][0]) == [] and _controls(pipes["a"][0]) == ["pause"]
+    hooks["a"]["on_event"]({"event": "paused"})
+    assert _controls(pipes["b"][0]) == ["grant"] and window.windows[-1]["shared"] is False
+    c_read, c_write = os.pipe()
+    c = window.attach("c", c_write, {})
+    c["on_event"]({"event": "hello"})
+    assert _controls(c_read) == [] and c["slot"].idle()
+    window.detach("b")  # gone in its window: released, and the others go on
+    assert _controls(c_read) == ["resume"] and _controls(pipes["a"][0]) == ["resume"]
+    assert window.windows[-1]["released"] is not None
+    for name in ("a", "c"):
+        window.detach(name)
+    for fd in (c_read, c_write, *(fd for pair in pipes.values() for fd in pair)):
+        os.close(fd)
