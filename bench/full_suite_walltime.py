@@ -116,6 +116,9 @@ def main() -> int:
     )
     parser.add_argument("--start-ahead", default=None, action=argparse.BooleanOptionalAction)
     parser.add_argument("--concurrency", type=int, default=None, help="operators at once")
+    parser.add_argument(
+        "--operator-costs", type=Path, default=None, help="passed on (see evaluator run)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="keep the results.json here")
     parser.add_argument("--log-dir", type=Path, default=None)
     args = parser.parse_args()
@@ -135,6 +138,8 @@ def main() -> int:
             command.append("--start-ahead" if args.start_ahead else "--no-start-ahead")
         if args.concurrency is not None:
             command += ["--concurrency", str(args.concurrency)]
+        if args.operator_costs is not None:
+            command += ["--operator-costs", str(args.operator_costs.resolve())]
         started = time.monotonic()
         done = subprocess.run(command, cwd=ROOT, check=False)  # noqa: S603 - fixed argv
         wall_s = time.monotonic() - started

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 import traceback
 from pathlib import Path
@@ -135,6 +136,14 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         help="evaluate up to N operators at once on the one device, their timing exclusive "
         "(each child a sandbox user of its own: ATREX_SANDBOX_MORE_USERS); default: "
         "$ATREX_CONCURRENCY, else 1 (one operator at a time)",
+    )
+    run.add_argument(
+        "--operator-costs",
+        default=None,
+        metavar="FILE",
+        help="with --concurrency above 1: each operator's expected seconds, as a JSON object "
+        "{operator: seconds} or an earlier results.json (its operators' wall_s), so that the "
+        "most expensive operators start first (default: the suite's order)",
     )
     run.add_argument(
         "--sanitizer-tools",
@@ -563,6 +572,28 @@ def suite_for(args: argparse.Namespace) -> tuple[Any, Any]:
     return suite.public_only(), sources
 
 
+def operator_costs_from(path: str) -> dict[str, float]:
+    """Expected seconds per operator from ``path``: a JSON object {operator: seconds}, or a
+    results document (each operator entry's ``wall_s``). ValueError says what to fix."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--operator-costs: cannot read {path}: {exc}") from exc
+    if isinstance(data, dict) and isinstance(data.get("operators"), list):
+        data = {
+            entry["operator"]: entry["wall_s"]
+            for entry in data["operators"]
+            if isinstance(entry, dict) and isinstance(entry.get("wall_s"), int | float)
+        }
+    if not isinstance(data, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in data.values()
+    ):
+        raise ValueError(
+            f"--operator-costs: {path} is neither {{operator: seconds}} nor a results.json"
+        )
+    return {str(op): float(seconds) for op, seconds in data.items()}
+
+
 def command_run(
     args: argparse.Namespace, *, prepared: tuple[Any, Any] | None = None, rounds: Any = None
 ) -> int:
@@ -592,6 +623,7 @@ def command_run(
         timings = timings_settings(args)
         # A campaign's round is one operator: nothing to run beside it.
         concurrency = concurrency_from(args.concurrency) if rounds is None else 1
+        costs = operator_costs_from(args.operator_costs) if args.operator_costs else None
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER
@@ -622,6 +654,7 @@ def command_run(
             reference_pool=pool,
             reference_timings=timings,
             concurrency=concurrency,
+            operator_costs=costs,
         )
     except AtrexError as exc:
         write_results(out, _error_document(args, exc.to_dict()))

@@ -455,17 +455,19 @@ class OperatorSlots:
         *,
         entries: list[dict[str, Any]],
         checkpoint: Callable[[], None],
+        order: list[str] | None = None,
     ) -> None:
         """``evaluate(operator)`` for each operator, appending each entry to ``entries``;
         with several slots ``evaluate`` passes ``on_sent`` on as its child's and
-        ``window`` to its child."""
+        ``window`` to its child. ``operators`` is the order of dispatch; ``entries`` are
+        kept in ``order`` (default: that order)."""
         if self.window is None:
             for operator in operators:
                 if entries:
                     checkpoint()
                 entries.append(evaluate(operator))
             return
-        order = {operator: index for index, operator in enumerate(operators)}
+        order_of = {operator: index for index, operator in enumerate(order or operators)}
         lock = threading.Lock()
         free = threading.Semaphore(self.slots)
         failures: list[BaseException] = []
@@ -476,7 +478,7 @@ class OperatorSlots:
                 entry = evaluate(operator)
                 with lock:
                     entries.append(entry)
-                    entries.sort(key=lambda e: order[e["operator"]])
+                    entries.sort(key=lambda e: order_of[e["operator"]])
                     if len(entries) < len(operators):
                         checkpoint()
             except BaseException as exc:  # raised again in the calling thread

@@ -1643,6 +1643,16 @@ def _resolve_inputs(
     return loaded, profile, sources
 
 
+def dispatch_order(operators: list[str], costs: Mapping[str, float] | None) -> list[str]:
+    """``operators`` in the order to start them: unchanged without ``costs``; else those
+    without a cost first (an unknown one may be the longest), then by cost, highest first
+    (ties in the given order)."""
+    if not costs:
+        return list(operators)
+    known = sorted((op for op in operators if op in costs), key=lambda op: -float(costs[op]))
+    return [op for op in operators if op not in costs] + known
+
+
 def run_bundle(
     *,
     bundle_path: str | os.PathLike[str],
@@ -1667,6 +1677,7 @@ def run_bundle(
     reference_timings: TimingCacheSettings | None = None,
     rounds: RoundChildren | None = None,
     concurrency: int = 1,
+    operator_costs: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Evaluate a bundle on this machine and return the results document (atrex-results/1).
 
@@ -1729,6 +1740,10 @@ def run_bundle(
     one exclusive window (``evaluator.concurrency``; each child a sandbox user of its own,
     SandboxError when there are too few); the environment digest's ``concurrency`` holds
     the windows and pauses. Entries, checkpoints and verdicts are as with one at a time.
+    ``operator_costs`` (expected seconds per operator, e.g. from earlier runs' wall times)
+    then sets the order in which operators start: those without a figure first, then the
+    most expensive first, so that the longest one does not start last and run alone at the
+    end (``dispatch_order``); entries keep the suite's order.
     """
     started, started_at = time.monotonic(), _now()
     device_kind = "cuda" if device.startswith("cuda") else "cpu"
@@ -1828,8 +1843,9 @@ def run_bundle(
             progress.emit("start", shapes_total=state.shapes_total, operators=selected)
             sandbox.prepare_bundle(bundle_dir)
             logs = Path(log_dir) if log_dir else scratch_dir / "logs"
+            dispatch = dispatch_order(selected, operator_costs if concurrency > 1 else None)
             with_child = [
-                op for op in selected if op in manifest.operators and op not in manifest.problems
+                op for op in dispatch if op in manifest.operators and op not in manifest.problems
             ]
             after = dict(zip(with_child, with_child[1:], strict=False))
             if rounds is None:
@@ -1917,7 +1933,9 @@ def run_bundle(
                     write_results(checkpoint_path, document(partial=True))
 
             with starter:
-                slots.run(selected, evaluate, entries=entries, checkpoint=checkpoint)
+                slots.run(
+                    dispatch, evaluate, entries=entries, checkpoint=checkpoint, order=selected
+                )
             if slots.window is not None:
                 environment["concurrency"] = slots.window.digest(concurrency)
             if sanitizer_pass is not None:

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 
 from evaluator.child import import_candidate
+from evaluator.cli import operator_costs_from
 from evaluator.concurrency import OperatorSlots, concurrency_from
 from evaluator.fallback import prepare_monitoring
 from evaluator.measure import evaluate_shape
 from evaluator.operators import get_operator
-from evaluator.runner import run_bundle
+from evaluator.runner import dispatch_order, run_bundle
 from evaluator.sandbox import Sandbox, SandboxError, SandboxPolicy
 
 from .conftest import KNOWN, REPO, TRITON_BASELINE
@@ -99,6 +100,41 @@ def test_concurrency_is_read_from_the_option_or_the_environment():
             concurrency_from(bad, {})
 
 
+def test_the_most_expensive_operators_start_first_and_entries_keep_their_order():
+    assert dispatch_order(["a", "b", "c"], None) == ["a", "b", "c"]
+    # Without a figure first (it may be the longest), then by cost, ties as given.
+    costs = {"a": 1.0, "b": 5.0, "d": 1.0}
+    assert dispatch_order(["a", "b", "c", "d"], costs) == ["c", "b", "a", "d"]
+    entries: list[dict[str, Any]] = []
+    started: list[str] = []
+    OperatorSlots(2).run(
+        ["c", "b", "a"],
+        lambda operator, **_: started.append(operator) or {"operator": operator},
+        entries=entries,
+        checkpoint=lambda: None,
+        order=["a", "b", "c"],
+    )
+    assert started == ["c", "b", "a"]
+    assert [e["operator"] for e in entries] == ["a", "b", "c"]
+
+
+def test_operator_costs_are_read_from_a_mapping_or_a_results_document(tmp_path):
+    mapping = tmp_path / "costs.json"
+    mapping.write_text(json.dumps({"rms_norm": 12.5, "l2_norm": 3}))
+    assert operator_costs_from(str(mapping)) == {"rms_norm": 12.5, "l2_norm": 3.0}
+    results = tmp_path / "results.json"
+    results.write_text(
+        json.dumps({"operators": [{"operator": "rms_norm", "wall_s": 9.0}, {"operator": "x"}]})
+    )
+    assert operator_costs_from(str(results)) == {"rms_norm": 9.0}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"rms_norm": "slow"}))
+    with pytest.raises(ValueError, match="neither"):
+        operator_costs_from(str(bad))
+    with pytest.raises(ValueError, match="cannot read"):
+        operator_costs_from(str(tmp_path / "missing.json"))
+
+
 def test_one_slot_evaluates_in_the_calling_thread_and_checkpoints_before_each_next(tmp_path):
     seen: list[tuple[str, int]] = []
     entries: list[dict[str, Any]] = []
@@ -116,8 +152,15 @@ def test_two_at_once_gives_the_same_verdicts_and_statuses_as_one_at_a_time(tiny_
     suite = two_shapes_each(tiny_suite)
     alone = run(TRITON_BASELINE, suite, tmp_path / "one")
     checkpoint = tmp_path / "two.partial.json"
+    # Costs that start the last operator first: the entries keep the suite's order.
+    costs = {op: float(i) for i, op in enumerate(KNOWN)}
     together = run(
-        TRITON_BASELINE, suite, tmp_path / "two", concurrency=2, checkpoint_path=checkpoint
+        TRITON_BASELINE,
+        suite,
+        tmp_path / "two",
+        concurrency=2,
+        checkpoint_path=checkpoint,
+        operator_costs=costs,
     )
     assert verdicts(together) == verdicts(alone)
     assert [e["operator"] for e in together["operators"]] == list(KNOWN)
