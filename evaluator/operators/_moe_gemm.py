@@ -61,9 +61,10 @@ def saturating_fp8(values: torch.Tensor, *, in_place: bool = False) -> torch.Ten
 
 
 def fp32_copy(values: torch.Tensor) -> torch.Tensor:
-    """A new fp32 tensor holding ``values`` (``.float()`` returns fp32 input itself), for
-    the helpers' ``in_place`` work, which must never write into a caller's tensor."""
-    return values.to(torch.float32, copy=True)
+    """A new, contiguous fp32 tensor holding ``values`` (``.float()`` returns fp32 input
+    itself, and keeps a transposed input's strides), for the helpers' ``in_place`` work,
+    which must never write into a caller's tensor."""
+    return values.to(torch.float32, copy=True, memory_format=torch.contiguous_format)
 
 
 def uniform_topk_ids(

@@ -82,11 +82,32 @@ def test_saturating_fp8_in_place_gives_the_old_codes(helpers):
     assert owned.abs().nan_to_num().max() <= 448.0  # clamped where it lay
 
 
-def test_fp32_copy_never_aliases_its_argument():
+def test_fp32_copy_never_aliases_its_argument_and_is_contiguous():
     values = torch.ones(3)
     copy = _moe_gemm.fp32_copy(values)
     copy.add_(1.0)
     assert values.tolist() == [1.0, 1.0, 1.0]
+    transposed = _edge_values().T  # a strided view, as an input may be
+    copied = _moe_gemm.fp32_copy(transposed.to(torch.bfloat16))
+    assert copied.is_contiguous() and torch.equal(copied, transposed.to(torch.bfloat16).float())
+
+
+def test_the_fp8_moe_reference_takes_strided_weights_and_gives_the_old_bits():
+    from evaluator.operators import fp8_blockscale_fused_moe as module
+
+    shape = SUITE.shapes_for(module.SPEC.slug, "smoke")[0]
+    inputs = module.SPEC.make_inputs(device="cpu", seed=7, **shape.input_kwargs)
+    # The same values, laid out column-major: every weight a transposed view's transpose.
+    strided = {
+        name: (t.transpose(-1, -2).contiguous().transpose(-1, -2) if t.dim() >= 2 else t)
+        for name, t in inputs.items()
+    }
+    assert not strided["w1"].is_contiguous()
+    model = module.SPEC.build_reference(shape.init_kwargs)
+    got = model(**strided)
+    with before.out_of_place():
+        expected = module.SPEC.build_reference(shape.init_kwargs)(**inputs)
+    assert before.same_bits(got, expected)
 
 
 def test_check_blocks_refuses_a_shape_that_does_not_tile():
