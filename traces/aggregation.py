@@ -13,9 +13,14 @@ part of its time lowers every mapped shape's share instead of being spread over 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas is imported in the functions that build frames, not here: the traces admin
+# imports this module, so at module level every Django process (django.setup() loads the
+# admin) paid about 1.2 s for pandas (tests/test_startup_imports.py keeps it out).
 
 COLUMNS = [
     "application",
@@ -33,6 +38,8 @@ def trace_frame(
 ) -> pd.DataFrame:
     """One frame of every row: mapped rows carry an operator and shape, unmapped rows have
     ``operator`` None (their time counts in the application's total only)."""
+    import pandas as pd
+
     records = [{key: row.get(key) for key in COLUMNS} for row in mapped]
     records += [
         {
@@ -56,6 +63,8 @@ def trace_frame(
 
 def application_totals(frame: pd.DataFrame, card_hours: Mapping[str, float]) -> pd.DataFrame:
     """Per application: card-hours, total, mapped and unmapped time, coverage."""
+    import pandas as pd
+
     totals = frame.groupby("application")["time_us"].sum().rename("total_us")
     mapped = frame[frame["mapped"]].groupby("application")["time_us"].sum().rename("mapped_us")
     table = pd.concat([totals, mapped], axis=1).fillna(0.0)
@@ -68,6 +77,8 @@ def application_totals(frame: pd.DataFrame, card_hours: Mapping[str, float]) -> 
 def shape_weights(frame: pd.DataFrame, card_hours: Mapping[str, float]) -> pd.DataFrame:
     """Per (operator, shape): weight in card-hours, GPU time, calls, applications, share of
     the summed weight; sorted by weight, heaviest first."""
+    import pandas as pd
+
     missing = sorted(set(frame["application"]) - set(card_hours))
     if missing:
         raise ValueError(f"no card-hours for application(s): {', '.join(missing)}")
@@ -113,6 +124,8 @@ def shape_weights(frame: pd.DataFrame, card_hours: Mapping[str, float]) -> pd.Da
 
 def operator_importance(weights: pd.DataFrame) -> pd.DataFrame:
     """Per operator: weight (card-hours), importance (normalised), shapes, GPU time."""
+    import pandas as pd
+
     if weights.empty:
         return pd.DataFrame(columns=["operator", "weight", "importance", "shapes", "time_us"])
     table = weights.groupby("operator", as_index=False).agg(
@@ -135,6 +148,8 @@ def coverage_curve(weights: pd.DataFrame) -> pd.DataFrame:
 
 def time_by_operator(frame: pd.DataFrame) -> pd.DataFrame:
     """GPU time per (operator, application); unmapped time under operator "(unmapped)"."""
+    import pandas as pd
+
     labelled = frame.assign(operator=frame["operator"].fillna("(unmapped)"))
     table = labelled.groupby(["operator", "application"], as_index=False)["time_us"].sum()
     order = table.groupby("operator")["time_us"].sum().sort_values(ascending=False).index

@@ -3,11 +3,12 @@ with the plotly bundle the site serves itself; every chart has a table beside it
 
 from __future__ import annotations
 
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from evaluator.figures import percent
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:

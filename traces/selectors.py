@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from . import aggregation
 from .models import Application, Trace, TraceRow, UnmappedTime
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def trace_frame(*, traces: Sequence[Trace]) -> pd.DataFrame:

@@ -50,9 +50,21 @@ def divide_by_fp8_max(values: torch.Tensor) -> torch.Tensor:
     return values / torch.full((), FP8_MAX, dtype=torch.float32, device=values.device)
 
 
-def saturating_fp8(values: torch.Tensor) -> torch.Tensor:
-    """Clamp fp32 values to +-448, then cast (round to nearest even) to float8_e4m3fn."""
-    return values.clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
+def saturating_fp8(values: torch.Tensor, *, in_place: bool = False) -> torch.Tensor:
+    """Clamp fp32 values to +-448, then cast (round to nearest even) to float8_e4m3fn.
+
+    ``in_place=True`` clamps ``values`` itself (a temporary the caller owns) instead of a
+    copy: the same codes, without a second fp32 tensor of its size.
+    """
+    clamped = values.clamp_(-FP8_MAX, FP8_MAX) if in_place else values.clamp(-FP8_MAX, FP8_MAX)
+    return clamped.to(FP8_DTYPE)
+
+
+def fp32_copy(values: torch.Tensor) -> torch.Tensor:
+    """A new, contiguous fp32 tensor holding ``values`` (``.float()`` returns fp32 input
+    itself, and keeps a transposed input's strides), for the helpers' ``in_place`` work,
+    which must never write into a caller's tensor."""
+    return values.to(torch.float32, copy=True, memory_format=torch.contiguous_format)
 
 
 def uniform_topk_ids(
@@ -90,7 +102,9 @@ def expert_groups(flat_ids: torch.Tensor, num_experts: int) -> tuple[torch.Tenso
     return positions, counts
 
 
-def _check_blocks(rows: int, cols: int, block_rows: int, block_cols: int) -> tuple[int, int]:
+def check_blocks(rows: int, cols: int, block_rows: int, block_cols: int) -> tuple[int, int]:
+    """The (rows/block_rows, cols/block_cols) grid of a 2-D shape; ValueError unless the
+    blocks tile it exactly."""
     if rows % block_rows or cols % block_cols:
         raise ValueError(
             f"a ({rows}, {cols}) tensor does not tile into ({block_rows}, {block_cols}) blocks"
@@ -104,11 +118,16 @@ def block_max(
     """Per (block_rows x block_cols) block of a 2-D tensor: max |value| (or max signed value).
 
     Returns the (rows/block_rows, cols/block_cols) grid; the shape must tile exactly.
+    max |value| is taken as max(max value, -min value) on the grid, the same number as the
+    maximum of the absolute values (its sign of zero made +0 as abs gives), without an
+    |values| copy of the whole tensor.
     """
     rows, cols = values.shape
-    grid_rows, grid_cols = _check_blocks(rows, cols, block_rows, block_cols)
+    grid_rows, grid_cols = check_blocks(rows, cols, block_rows, block_cols)
     blocked = values.reshape(grid_rows, block_rows, grid_cols, block_cols)
-    return (blocked if signed else blocked.abs()).amax(dim=(1, 3))
+    if signed:
+        return blocked.amax(dim=(1, 3))
+    return torch.maximum(blocked.amax(dim=(1, 3)), blocked.amin(dim=(1, 3)).neg_()).abs_()
 
 
 def scale_blocks(
@@ -118,17 +137,25 @@ def scale_blocks(
     block_cols: int,
     *,
     divide: bool = False,
+    in_place: bool = False,
 ) -> torch.Tensor:
     """Multiply (or truly divide) each block of a 2-D tensor by its entry of the scale grid.
 
     ``scales`` has shape (rows/block_rows, cols/block_cols); elementwise, in the dtype of
-    the operands (fp32 here), one rounding per element.
+    the operands (fp32 here), one rounding per element. ``in_place=True`` writes the result
+    into ``values`` (a contiguous temporary the caller owns, e.g. from ``fp32_copy``): the
+    same values, without a second tensor of its size.
     """
     rows, cols = values.shape
-    grid = _check_blocks(rows, cols, block_rows, block_cols)
+    grid = check_blocks(rows, cols, block_rows, block_cols)
     if tuple(scales.shape) != grid:
         raise ValueError(f"block scales have shape {tuple(scales.shape)}, expected {grid}")
     blocked = values.reshape(grid[0], block_rows, grid[1], block_cols)
     per_block = scales[:, None, :, None]
-    scaled = blocked / per_block if divide else blocked * per_block
+    if in_place:
+        if not values.is_contiguous():
+            raise ValueError("scale_blocks(in_place=True) needs a contiguous tensor")
+        scaled = blocked.div_(per_block) if divide else blocked.mul_(per_block)
+    else:
+        scaled = blocked / per_block if divide else blocked * per_block
     return scaled.reshape(rows, cols)

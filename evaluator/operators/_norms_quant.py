@@ -71,9 +71,14 @@ def divide_by_fp8_max(amax: torch.Tensor) -> torch.Tensor:
     return amax / torch.full((), FP8_MAX, dtype=torch.float32, device=amax.device)
 
 
-def saturating_fp8(values: torch.Tensor) -> torch.Tensor:
-    """Clamp fp32 values to +-448, then cast (round to nearest even) to float8_e4m3fn."""
-    return values.clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
+def saturating_fp8(values: torch.Tensor, *, in_place: bool = False) -> torch.Tensor:
+    """Clamp fp32 values to +-448, then cast (round to nearest even) to float8_e4m3fn.
+
+    ``in_place=True`` clamps ``values`` itself (a temporary the caller owns) instead of a
+    copy: the same codes, without a second fp32 tensor of its size.
+    """
+    clamped = values.clamp_(-FP8_MAX, FP8_MAX) if in_place else values.clamp(-FP8_MAX, FP8_MAX)
+    return clamped.to(FP8_DTYPE)
 
 
 def row_chunks(rows: int, row_length: int) -> Iterator[slice]:

@@ -97,15 +97,19 @@ class Model(nn.Module):
 def _quantise_b(
     b_raw: torch.Tensor, group_n: int, group_k: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Weights: per block, scale = max(max(signed values) / 448, 1e-10); saturating cast."""
+    """Weights: per block, scale = max(max(signed values) / 448, 1e-10); saturating cast.
+    ``b_raw`` (fp32, the caller's draw, not used after) is divided and clamped in place."""
     scales = divide_by_fp8_max(block_max(b_raw, group_n, group_k, signed=True)).clamp_min(1e-10)
-    return saturating_fp8(scale_blocks(b_raw, scales, group_n, group_k, divide=True)), scales
+    scaled = scale_blocks(b_raw, scales, group_n, group_k, divide=True, in_place=True)
+    return saturating_fp8(scaled, in_place=True), scales
 
 
 def _quantise_a(a_raw: torch.Tensor, group_k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Activations: per row and K-group, scale = max(max|x| / 448, 1e-10); saturating cast."""
+    """Activations: per row and K-group, scale = max(max|x| / 448, 1e-10); saturating cast.
+    ``a_raw`` (fp32, the caller's draw, not used after) is divided and clamped in place."""
     scales = divide_by_fp8_max(block_max(a_raw, 1, group_k)).clamp_min(1e-10)
-    return saturating_fp8(scale_blocks(a_raw, scales, 1, group_k, divide=True)), scales
+    scaled = scale_blocks(a_raw, scales, 1, group_k, divide=True, in_place=True)
+    return saturating_fp8(scaled, in_place=True), scales
 
 
 def make_inputs(

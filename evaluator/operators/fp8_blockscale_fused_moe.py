@@ -33,8 +33,11 @@ from torch.nn import functional
 
 from evaluator.operators._moe_gemm import (
     FP8_DTYPE,
+    FP8_MAX,
     block_max,
+    check_blocks,
     divide_by_fp8_max,
+    fp32_copy,
     saturating_fp8,
     scale_blocks,
     strict_fp32_matmul,
@@ -81,8 +84,9 @@ RECORDED_DRAWS: dict[tuple[int, int, int, int, int], int] = {
 def _dequantise(
     weights: torch.Tensor, scales: torch.Tensor, block_rows: int, block_cols: int
 ) -> torch.Tensor:
-    """f32(weights) times the scale of each (block_rows x block_cols) block."""
-    return scale_blocks(weights.float(), scales.float(), block_rows, block_cols)
+    """f32(weights) times the scale of each (block_rows x block_cols) block (scaled in
+    place in the fp32 copy: one temporary of the weights' size, not two)."""
+    return scale_blocks(fp32_copy(weights), scales.float(), block_rows, block_cols, in_place=True)
 
 
 class Model(nn.Module):
@@ -142,36 +146,49 @@ class Model(nn.Module):
         for slot in range(1, slots):
             out.add_(weighted[:, slot])
         # Upstream casts to the dtype of hidden_states, which is float8_e4m3fn here.
-        return saturating_fp8(out)
+        return saturating_fp8(out, in_place=True)
 
 
 def _quantise_blocks(
-    values: torch.Tensor, block_rows: int, block_cols: int
+    values: torch.Tensor,
+    block_rows: int,
+    block_cols: int,
+    *,
+    work: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """scale = max(max|block|, 1e-12) / 448 per block; q = e4m3fn(clamp(value / scale, +-448))."""
-    values_f32 = values.float()
+    """scale = max(max|block|, 1e-12) / 448 per block; q = e4m3fn(clamp(value / scale, +-448)).
+
+    Divided and clamped in place in one fp32 copy of ``values``: ``work`` (an fp32 tensor of
+    its shape, overwritten; a new one if None), the codes cast into ``out`` (fp8, of its
+    shape) when given. The codes are the same as with a new tensor at each step; the
+    temporaries were most of the generator's time on the CPU (page faults of fresh memory).
+    """
+    values_f32 = fp32_copy(values) if work is None else work.copy_(values)
     scales = divide_by_fp8_max(block_max(values_f32, block_rows, block_cols).clamp_min(1e-12))
-    quantised = saturating_fp8(
-        scale_blocks(values_f32, scales, block_rows, block_cols, divide=True)
-    )
-    return quantised, scales
+    scaled = scale_blocks(values_f32, scales, block_rows, block_cols, divide=True, in_place=True)
+    if out is None:
+        return saturating_fp8(scaled, in_place=True), scales
+    # The same cast as saturating_fp8's .to(), written where the codes go.
+    return out.copy_(scaled.clamp_(-FP8_MAX, FP8_MAX)), scales
 
 
 def _quantise_experts(
     weights: torch.Tensor, block_rows: int, block_cols: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Block-quantise an (E, R, C) bf16 tensor expert by expert (bounded fp32 temporaries)."""
+    """Block-quantise an (E, R, C) bf16 tensor expert by expert, in one (R, C) fp32 buffer."""
     experts, rows, cols = weights.shape
     quantised = torch.empty((experts, rows, cols), dtype=FP8_DTYPE, device=weights.device)
     scales = torch.empty(
-        (experts, rows // block_rows, cols // block_cols),
+        (experts, *check_blocks(rows, cols, block_rows, block_cols)),
         dtype=torch.float32,
         device=weights.device,
     )
+    work = torch.empty((rows, cols), dtype=torch.float32, device=weights.device)
     for expert in range(experts):
-        quantised[expert], scales[expert] = _quantise_blocks(
-            weights[expert], block_rows, block_cols
-        )
+        scales[expert] = _quantise_blocks(
+            weights[expert], block_rows, block_cols, work=work, out=quantised[expert]
+        )[1]
     return quantised, scales
 
 

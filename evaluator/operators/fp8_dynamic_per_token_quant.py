@@ -45,11 +45,12 @@ class Model(nn.Module):
     """q = fp8(clamp(x * (1 / (max(max|x|, 1e-12) / 448)), +-448)); returns (q, scale (T,))."""
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        xf = x.float()
+        # A copy of x, multiplied and clamped in place (same codes, one temporary).
+        xf = x.to(torch.float32, copy=True)
         row_max = xf.abs().amax(dim=-1).clamp_min(1e-12)
         scale = divide_by_fp8_max(row_max)
         inverse = torch.reciprocal(scale)
-        q = saturating_fp8(xf * inverse.unsqueeze(-1))
+        q = saturating_fp8(xf.mul_(inverse.unsqueeze(-1)), in_place=True)
         return q, scale
 
 

@@ -82,7 +82,8 @@ class Model(nn.Module):
         normed = (sf * inv_rms * weight.float()).to(x.dtype).float()
         scale = divide_by_fp8_max(normed.abs().amax(dim=-1, keepdim=True))
         scale = torch.where(scale == 0, torch.ones_like(scale), scale)
-        quantized = saturating_fp8(normed / scale)
+        # normed is this call's own temporary: divided and clamped in place (same codes).
+        quantized = saturating_fp8(normed.div_(scale), in_place=True)
         return quantized, scale, summed
 
 

@@ -60,10 +60,12 @@ class Model(nn.Module):
         quantized = torch.empty((tokens, hidden), dtype=FP8_DTYPE, device=x.device)
         scales = torch.empty((tokens, groups), dtype=torch.float32, device=x.device)
         for rows in row_chunks(tokens, hidden):
-            xf = x[rows].float().reshape(-1, groups, group)
+            # A copy of the chunk, divided and clamped in place (same codes, one temporary).
+            xf = x[rows].to(torch.float32, copy=True).reshape(-1, groups, group)
             group_max = xf.abs().amax(dim=-1)
             scale = divide_by_fp8_max(group_max).clamp_min(1e-10)
-            quantized[rows] = saturating_fp8(xf / scale.unsqueeze(-1)).reshape(-1, hidden)
+            scaled = xf.div_(scale.unsqueeze(-1))
+            quantized[rows] = saturating_fp8(scaled, in_place=True).reshape(-1, hidden)
             scales[rows] = scale
         return {"quantized": quantized, "scales": scales}
 

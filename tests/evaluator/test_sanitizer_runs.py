@@ -11,13 +11,15 @@ memcheck failed keeps memcheck's report."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from evaluator.runner import run_bundle
 from evaluator.sandbox import SandboxError
-from evaluator.suite import load_suite
+from evaluator.sanitizer import smallest_shape
+from evaluator.suite import Suite, load_suite
 
 from .conftest import TRITON_BASELINE
 
@@ -134,8 +136,31 @@ def _bundle(root: Path, roles: dict[str, str], extra: dict[str, str] | None = No
     return root
 
 
-def _sanitized(bundle: Path, operators: list[str], tmp_path: Path) -> dict:
+def _sanitized_shapes_only(operators: list[str]) -> Suite:
+    """The v1 suite cut down to ``operators`` and, of their smoke shapes, the one the pass
+    sanitizes (the smallest): what these tests prove is about children, logs and blame,
+    never about a shape, and the other smoke shapes were measured only to be ignored."""
     suite = load_suite("atrex-bench-v1").restrict(operators)
+    sanitized = {
+        (operator, smallest_shape(suite.shapes_for(operator, "smoke")).shape_id)
+        for operator in operators
+    }
+    kept = tuple(s for s in suite.shapes if not s.smoke or (s.operator, s.shape_id) in sanitized)
+    return replace(suite, shapes=kept)
+
+
+def test_the_sanitized_suite_keeps_one_smoke_shape_an_operator_the_one_sanitized():
+    operators = ["fused_add_rms_norm", "l2_norm", "rms_norm"]
+    full = load_suite("atrex-bench-v1")
+    trimmed = _sanitized_shapes_only(operators)
+    for operator in operators:
+        (kept,) = trimmed.shapes_for(operator, "smoke")
+        assert kept == smallest_shape(full.shapes_for(operator, "smoke"))
+        assert trimmed.shapes_for(operator, "full") == full.shapes_for(operator, "full")
+
+
+def _sanitized(bundle: Path, operators: list[str], tmp_path: Path) -> dict:
+    suite = _sanitized_shapes_only(operators)
     return run_bundle(
         bundle_path=bundle,
         suite=suite,
