@@ -2,11 +2,14 @@
 
 For each operator: round 1 sends the task (operator, interface, reference source, public
 shapes, hardware, DSL, budget left); the agent answers with kernel source; the source is
-evaluated on the public shapes only, without the compute-sanitizer pass (``ROUND_OPTIONS``),
-by the campaign's evaluator server (``python -m evaluator serve``) or a ``python -m
-evaluator run`` per round, through ``submissions.evaluation``; the figures go back with the
-next round. The best correct, non-fallback kernel per operator is kept. The site's campaign
-service and the GPU driver (``examples/agents/tile_search/campaign.py``) both run this.
+evaluated on the public shapes only, without the compute-sanitizer pass, with fewer
+correctness trials and a lighter timing rule (``ROUND_OPTIONS``: a round's figures are
+feedback, never published), the eager baseline timed once per shape for the campaign
+(``campaign_timings_options``), by the campaign's evaluator server (``python -m evaluator
+serve``) or a ``python -m evaluator run`` per round, through ``submissions.evaluation``; the
+figures go back with the next round. The best correct, non-fallback kernel per operator
+is kept. The site's campaign service and the GPU driver
+(``examples/agents/tile_search/campaign.py``) both run this.
 
 Hidden shapes, seeds and reference outputs never reach the agent: the task lists public
 shapes only, the evaluator runs with a fresh secret seed each round, and the feedback
@@ -96,10 +99,41 @@ class RoundRecord:
 
 
 Evaluate = Callable[[str, str, int], dict[str, Any]]
-ROUND_OPTIONS = ("--visibility", "public", "--sanitizer-tools", "none")
-"""The evaluator options of every round: public shapes only, and no compute-sanitizer pass
-(a verdict check of the kept kernels' full evaluation, which runs it; on a GPU it would
-add two sanitized children's start-up, about 10 s, to each round; docs/decisions.md)."""
+ROUND_OPTIONS = (
+    "--visibility", "public",
+    "--sanitizer-tools", "none",
+    "--trials", "2",
+    "--min-reps", "5",
+    "--target-rel-se", "0.01",
+)  # fmt: skip
+"""The evaluator options of every round, the round measurement policy in one place:
+public shapes only; no compute-sanitizer pass (a verdict check of the kept kernels' full
+evaluation, which runs it; on a GPU it would add two sanitized children's start-up, about
+10 s, to each round; docs/decisions.md); 2 correctness trials per shape instead of the
+operator's count (3 for most), and at least 5 timed calls until the median's standard
+error is under 1 % of it, instead of 10 and 0.5 %. A round's figures steer the agent's next
+revision; the kept kernels are evaluated again on the whole suite with the full policy,
+and only that evaluation is published. The results say so (``environment.measurement``,
+kind ``round``, ``evaluator.measurement_policy``), the feedback too (``measurement``), and
+the board refuses a result of that kind."""
+ROUND_MEASUREMENT_NOTE = (
+    "Round figures: measured with fewer correctness trials and a lighter timing rule than a "
+    "full evaluation, to turn rounds quickly. The kept kernel is evaluated again on the whole "
+    "suite, hidden shapes included, with the full policy; only that is published."
+)
+
+
+def campaign_timings_options(work_root: Path) -> list[str]:
+    """The evaluator options of the campaign's eager reference timings: a cache of the
+    campaign's own (``--reference-timings``, under its working folder, hidden from every
+    child), so that its rounds time the eager baseline once per shape and reuse the
+    figure (never timed again at random: a campaign's rounds are minutes apart). The
+    cache's key holds the timing rule, so a round's figures never serve a full
+    evaluation."""
+    return [
+        "--reference-timings", str(Path(work_root).resolve() / "reference-timings"),
+        "--reference-timings-refresh", "0",
+    ]  # fmt: skip
 
 
 def public_shapes(suite_definition: dict[str, Any], operator: str, shape_set: str) -> list[dict]:
@@ -200,6 +234,21 @@ def feedback_from_results(results: dict[str, Any], operator: str) -> dict[str, A
             {name: shape.get(name) for name in SHAPE_FEEDBACK_FIELDS}
             for shape in entry.get("shapes") or []
         ],
+        "measurement": measurement_feedback(results),
+    }
+
+
+def measurement_feedback(results: dict[str, Any]) -> dict[str, Any]:
+    """The policy the round was measured with (``environment.measurement`` of its
+    results: kind, trials, timing rule), and what that means for its figures."""
+    measured = dict((results.get("environment") or {}).get("measurement") or {})
+    kind = str(measured.get("kind") or "unknown")
+    return {
+        "kind": kind,
+        "trials": measured.get("trials"),
+        "min_reps": measured.get("min_reps"),
+        "target_rel_se": measured.get("target_rel_se"),
+        "note": ROUND_MEASUREMENT_NOTE if kind == "round" else "",
     }
 
 
@@ -323,7 +372,13 @@ class CampaignEvaluator:
         self.python = python
         self.sandbox_args = sandbox_args
         self.on_progress = on_progress
-        self.round_args = [*ROUND_OPTIONS, "--shapes", shape_set, *(extra_args or [])]
+        self.round_args = [
+            *ROUND_OPTIONS,
+            *campaign_timings_options(self.work_root),
+            "--shapes",
+            shape_set,
+            *(extra_args or []),
+        ]
         self.session = (
             EvaluatorSession(
                 suite_definition=suite_definition,

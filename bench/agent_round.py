@@ -38,6 +38,13 @@ cost paid again), the default is the campaign's warm evaluator where there is on
 would, so that no compiled kernel is reused; without it every round sends the same source.
 ``--agent-s`` waits that long before each round, as an agent writing its next kernel
 would (not counted in the round).
+
+Rounds measure with the campaign's round policy (``agents.loop.ROUND_OPTIONS``: 2
+correctness trials, at least 5 timed calls to a 1 % standard error) and time the eager
+baseline once per shape into the campaign's cache (``loop.campaign_timings_options``).
+For a before/after comparison, ``--full-policy`` measures rounds as a full evaluation
+would (the operator's trials, 10 calls to 0.5 %) and ``--no-campaign-timings`` times the
+eager baseline in every round, as before these were added.
 """
 
 from __future__ import annotations
@@ -92,14 +99,12 @@ def round_phases(results: dict[str, Any], total_s: float) -> dict[str, float]:
     return {k: round(v, 3) for k, v in row.items()}
 
 
-def write_json(path: Path | None, *, mode: str, device: str, rows: list[dict[str, Any]]) -> None:
-    """Every round so far (rewritten whole, through a temporary file)."""
+def write_json(path: Path | None, *, rows: list[dict[str, Any]], **head: Any) -> None:
+    """Every round so far, after ``head`` (rewritten whole, through a temporary file)."""
     if path is None:
         return
     partial = path.with_name(path.name + ".tmp")
-    partial.write_text(
-        json.dumps({"mode": mode, "device": device, "rounds": rows}, indent=1) + "\n"
-    )
+    partial.write_text(json.dumps({**head, "rounds": rows}, indent=1) + "\n")
     partial.replace(path)
 
 
@@ -112,6 +117,15 @@ def statuses(results: dict[str, Any]) -> str:
         for shape in entry.get("shapes") or []:
             counts[shape["status"]] = counts.get(shape["status"], 0) + 1
     return ",".join(f"{k}:{v}" for k, v in sorted(counts.items()))
+
+
+def eager_cached(results: dict[str, Any]) -> int:
+    """Shapes whose eager figure came from the campaign's cache."""
+    return sum(
+        shape.get("reference_time_source") == "cache"
+        for entry in results.get("operators") or []
+        for shape in entry.get("shapes") or []
+    )
 
 
 def line(label: str, row: dict[str, float], note: str = "") -> str:
@@ -138,7 +152,21 @@ def main() -> int:
         help="seconds the agent takes to answer between rounds (default 0: an instant agent)",
     )
     parser.add_argument("--json", type=Path, default=None, help="write every round here")
+    parser.add_argument(
+        "--full-policy", action="store_true", help="rounds measured with the full policy"
+    )
+    parser.add_argument(
+        "--no-campaign-timings",
+        action="store_true",
+        help="no campaign cache of eager timings: every round times the eager baseline",
+    )
     args = parser.parse_args()
+    if args.full_policy:  # the options of every round before the round policy
+        loop.ROUND_OPTIONS = ("--visibility", "public", "--sanitizer-tools", "none")
+    if args.no_campaign_timings and hasattr(loop, "campaign_timings_options"):
+        loop.campaign_timings_options = lambda work_root: []
+    policy = "full" if args.full_policy or "--trials" not in loop.ROUND_OPTIONS else "round"
+    timings = not args.no_campaign_timings and hasattr(loop, "campaign_timings_options")
 
     hardware = args.hardware or ("h200-sxm" if args.device == "cuda" else "cpu-dev")
     shape_set = args.shapes or ("full" if args.device == "cuda" else "smoke")
@@ -153,7 +181,8 @@ def main() -> int:
     head = f"{'round':<26s} " + " ".join(f"{c:>8s}" for c in (*COLUMNS, "total", "ahead"))
     print(
         f"{mode} evaluator, {args.device}, {args.suite} {shape_set} public shapes, "
-        f"agent {args.agent_s:g} s"
+        f"agent {args.agent_s:g} s, {policy} policy, campaign eager timings "
+        f"{'on' if timings else 'off'}"
     )
     print(head)
     with tempfile.TemporaryDirectory(prefix="atrex-agent-round-") as work:
@@ -179,9 +208,29 @@ def main() -> int:
                     total = time.monotonic() - started
                     row = round_phases(results, total)
                     outcome = statuses(results)
-                    rows.append({"operator": operator, "round": number, "statuses": outcome, **row})
-                    print(line(f"{operator} {number}", row, outcome), flush=True)
-                    write_json(args.json, mode=mode, device=args.device, rows=rows)
+                    measured = (results.get("environment") or {}).get("measurement") or {}
+                    rows.append(
+                        {
+                            "operator": operator,
+                            "round": number,
+                            "statuses": outcome,
+                            "measurement": measured.get("kind"),
+                            "eager_cached": eager_cached(results),
+                            **row,
+                        }
+                    )
+                    note = f"{outcome} eager-cached:{rows[-1]['eager_cached']}"
+                    print(line(f"{operator} {number}", row, note), flush=True)
+                    write_json(
+                        args.json,
+                        rows=rows,
+                        mode=mode,
+                        device=args.device,
+                        suite=args.suite,
+                        policy=policy,
+                        campaign_timings=timings,
+                        agent_s=args.agent_s,
+                    )
         finally:
             close = getattr(evaluate, "close", None)
             if close is not None:

@@ -25,6 +25,7 @@ WEB_SAFE_MODULES = frozenset(
         "evaluator.frames",
         "evaluator.hardware",
         "evaluator.launch",
+        "evaluator.measurement_policy",
         "evaluator.reference_docs",
         "evaluator.results",
         "evaluator.roofline",

@@ -114,10 +114,31 @@ def warm_up(device: str, steps: list[tuple[str, float]], *, sanitize: bool = Fal
         if sanitize:
             torch.cuda.synchronize(device)  # the context, without launching a kernel
     steps.append(("device", time.perf_counter()))
+    if torch.device(device).type == "cuda" and warm_triton_key():
+        steps.append(("triton key", time.perf_counter()))
     if sanitize:
         return
     evaluator_fallback.prepare_monitoring(torch.device(device))
     steps.append(("profiler", time.perf_counter()))
+
+
+def warm_triton_key() -> bool:
+    """Compute Triton's hash of its own install (every compiler, backend and language
+    file, and the 0.5 GB libtriton: 0.5-1 s), which its first compile would otherwise pay
+    inside the measured round; cached by Triton for the process. False where this Triton
+    has no such function (or no Triton): its first compile pays it as before."""
+    for module_name in ("triton.runtime.cache", "triton.compiler.compiler"):
+        try:
+            key = getattr(importlib.import_module(module_name), "triton_key", None)
+        except ImportError:
+            continue
+        if callable(key):
+            try:
+                key()
+            except OSError:  # an unreadable install: the first compile will say so
+                return False
+            return True
+    return False
 
 
 def _integrity_guard(spec: Any) -> Any:

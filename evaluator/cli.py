@@ -170,6 +170,36 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     )
     _pool_options(run)
     _timings_options(run)
+    _measurement_options(run)
+
+
+def _measurement_options(run: argparse.ArgumentParser) -> None:
+    from evaluator import measurement_policy as full
+
+    run.add_argument(
+        "--trials", type=int, default=None, metavar="N",
+        help="at most N correctness trials per shape (default: each operator's own count). "
+        "Fewer makes the run's measurement kind 'round': never published on a board",
+    )  # fmt: skip
+    run.add_argument(
+        "--min-reps", type=int, default=full.MIN_REPS, metavar="N",
+        help=f"timed calls at least, candidate and eager each (default {full.MIN_REPS}; "
+        "fewer: kind 'round')",
+    )  # fmt: skip
+    run.add_argument(
+        "--target-rel-se", type=float, default=full.TARGET_REL_SE, metavar="X",
+        help="time until the median's standard error is under X of it (or the budget is "
+        f"spent; default {full.TARGET_REL_SE}; more: kind 'round')",
+    )  # fmt: skip
+
+
+def measurement_policy(args: argparse.Namespace) -> Any:
+    """The MeasurementPolicy the options give (``evaluator.measurement_policy``)."""
+    from evaluator.measurement_policy import MeasurementPolicy
+
+    return MeasurementPolicy(
+        trials=args.trials, min_reps=args.min_reps, target_rel_se=args.target_rel_se
+    )
 
 
 def _other_commands(commands: Any) -> None:
@@ -624,6 +654,7 @@ def command_run(
         # A campaign's round is one operator: nothing to run beside it.
         concurrency = concurrency_from(args.concurrency) if rounds is None else 1
         costs = operator_costs_from(args.operator_costs) if args.operator_costs else None
+        measurement = measurement_policy(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER
@@ -655,6 +686,7 @@ def command_run(
             reference_timings=timings,
             concurrency=concurrency,
             operator_costs=costs,
+            measurement=measurement,
         )
     except AtrexError as exc:
         write_results(out, _error_document(args, exc.to_dict()))

@@ -15,7 +15,7 @@ import os
 import re
 import struct
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 
 _REAL_PATHS: Mapping[str, str] = MappingProxyType({})
@@ -52,6 +52,32 @@ def real_path(path: str) -> str:
     """``os.path.realpath(path)``, from ``remember_real_paths``'s table where it has it."""
     known = _REAL_PATHS.get(path)
     return known if known is not None else os.path.realpath(path)
+
+
+def real_path_resolver() -> Callable[[str], str]:
+    """``real_path`` for one pass over many files (the fallback monitor's scan of every
+    loaded module, per shape): each folder is resolved once, a file's real path being its
+    folder's real path joined with its name unless the file itself is a link (one
+    ``lstat``, then resolved in full). The same answers as ``os.path.realpath``, without
+    an ``lstat`` of every component of every module's path: thousands of modules lie in
+    tens of folders."""
+    known = _REAL_PATHS
+    folders: dict[str, str] = {}
+
+    def resolve(path: str) -> str:
+        remembered = known.get(path)
+        if remembered is not None:
+            return remembered
+        folder, name = os.path.split(path)
+        if name in ("", ".", ".."):
+            return os.path.realpath(path)
+        real_folder = folders.get(folder)
+        if real_folder is None:
+            real_folder = folders[folder] = os.path.realpath(folder)
+        joined = os.path.join(real_folder, name)
+        return os.path.realpath(joined) if os.path.islink(joined) else joined
+
+    return resolve
 
 
 def mapped_shared_object_names() -> list[str]:

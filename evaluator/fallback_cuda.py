@@ -49,6 +49,7 @@ from evaluator.elf_symbols import (
     loaded_shared_objects,
     mapped_shared_object_names,
     real_path,
+    real_path_resolver,
     remember_real_paths,
     shared_object_function_names,
 )
@@ -212,9 +213,15 @@ def _installed_roots() -> tuple[str, ...]:
     return tuple(os.path.realpath(r) for r in roots if r)
 
 
-def _is_own_file(path: str, own_root: str | None, installed: tuple[str, ...]) -> bool:
-    """Inside the bundle; without a bundle directory, anything not installed or generated."""
-    real = real_path(path)
+def _is_own_file(
+    path: str,
+    own_root: str | None,
+    installed: tuple[str, ...],
+    resolve: Callable[[str], str] = real_path,
+) -> bool:
+    """Inside the bundle; without a bundle directory, anything not installed or generated
+    (``resolve``: how a path is made real, ``real_path`` or one scan's resolver)."""
+    real = resolve(path)
     if own_root is not None:
         return _inside(real, own_root)
     if "torchinductor" in real or real.startswith("<"):
@@ -275,20 +282,22 @@ def triton_kernel_names(own_code_dir: Path | None) -> tuple[frozenset[str], froz
     # triton.language's JIT functions are device helpers (tl.softmax, tl.sum), inlined into
     # kernels, never launched: a kernel named "softmax" must not clash with them.
     triton_dir = package_dir("triton")
+    # Each folder resolved once for the whole scan, not each module's path in full.
+    resolve = real_path_resolver()
     own: set[str] = set()
     foreign: set[str] = set()
     for module in list(sys.modules.values()):
         filename = getattr(module, "__file__", None)
         if not isinstance(filename, str):
             continue
-        if triton_dir and real_path(filename).startswith(triton_dir):
+        if triton_dir and resolve(filename).startswith(triton_dir):
             continue
-        from_bundle = _is_own_file(filename, own_root, installed)
+        from_bundle = _is_own_file(filename, own_root, installed, resolve)
         for value in _module_values(module, nested=from_bundle):
             function = _kernel_function(value, KernelInterface)
             if function is None:
                 continue
-            if _is_own_file(function.__code__.co_filename, own_root, installed):
+            if _is_own_file(function.__code__.co_filename, own_root, installed, resolve):
                 own.add(function.__name__)
             else:
                 foreign.add(function.__name__)

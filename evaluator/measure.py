@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 # Light (no torch) and bound at import, before any candidate code runs in this process.
+from evaluator.measurement_policy import MeasurementPolicy
 from evaluator.results import under_own_share_threshold
 
 TRACEBACK_TAIL_CHARS = 4000
@@ -159,6 +160,10 @@ def evaluate_shape(
     try:
         spec = operator_spec(job)
         init_kwargs = shape.get("init_kwargs") or {}
+        # The run's measurement policy (evaluator.measurement_policy): a campaign's round
+        # may ask for fewer trials and a lighter timing rule than a full evaluation.
+        measurement = MeasurementPolicy.from_dict(job.get("measurement"))
+        trials = measurement.trials_for(spec.policy.trials)
 
         def build_reference() -> Any:
             return spec.build_reference(init_kwargs).to(device)
@@ -176,7 +181,7 @@ def evaluate_shape(
         # all of them passed. A first call that launched none of the bundle's own kernels
         # decides the shape (a fallback, untimed): the others are checked but not watched.
         monitor = ShapeWatch(
-            monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=spec.policy.trials),
+            monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=trials),
             decide_on_first_call=fallback_not_timed(0.0, job),
         )
         phases["setup"] = round(_clock() - started, 4)  # reference and Model built
@@ -197,6 +202,7 @@ def evaluate_shape(
             input_kwargs=shape["input_kwargs"],
             device=device,
             run_seed=job["seed"],
+            trials=trials,
             call_wrapper=monitor.call,
             after_call=bound_checker(guard, f"after a call of shape {shape_id}"),
             phases=phases,
@@ -243,6 +249,7 @@ def evaluate_shape(
                 guard=guard,
                 all_streams=fallback.other_stream_activities > 0,
                 phase=PhaseClock(device, phases),
+                timing_rule=measurement.timing_rule(),
             )
             record["warnings"].extend(timed.pop("warnings", []))
             record.update(timed)
@@ -501,6 +508,7 @@ def _time_shape(
     checked_error_level: float | None = None,
     all_streams: bool = False,
     phase: Any = None,
+    timing_rule: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Timing of a correct shape (candidate, then reference); timed outputs are checked.
 
@@ -518,7 +526,8 @@ def _time_shape(
     The eager figure (``reference_time_s``, the denominator of the speedup) is the
     operator's idiomatic baseline's time (``build_eager``; ``eager_timed`` says which ran).
     A shape that carries the worker's cached eager time (``shape["reference_time"]``,
-    ``evaluator.reference_timings``) reports it instead of timing it.
+    ``evaluator.reference_timings``) reports it instead of timing it. ``timing_rule``
+    (``min_reps``, ``target_rel_se``: the run's ``MeasurementPolicy``) times both.
     """
     import torch
 
@@ -596,7 +605,7 @@ def _time_shape(
             timed_reference(**slots[calls[0] % 2])
             calls[0] += 1
 
-        timer = make_timer(device)
+        timer = make_timer(device, **dict(timing_rule or {}))
         budget = job.get("time_budget_s")
         # The correctness trials already warmed the candidate up (and compiled its kernels).
         with phase("timed_candidate"):

@@ -18,9 +18,11 @@ The refresh rule (docs/decisions.md 15 gives the argument):
   probability **``refresh_probability`` (0.05)**: a miss times the reference again and adds
   the measurement, so the figure follows a driver's or a clock's drift;
 * figures live under a key of the harness, torch, triton and Python versions, the device
-  type, GPU name and driver, the operators' source digest and the per-shape time budget, and
-  within it by suite content hash, operator and shape (id and kwargs): a figure measured
-  under anything else is never read (a new key starts empty);
+  type, GPU name and driver, the operators' source digest, the per-shape time budget and the
+  timing rule (``evaluator.measurement_policy``: an agent round's lighter rule and a full
+  evaluation's never share a figure), and within it by suite content hash, operator and
+  shape (id and kwargs): a figure measured under anything else is never read (a new key
+  starts empty);
 * only a shape that passed, in an operator that was not held for review or tampered with,
   is stored; the runner, not the child, is the one that writes, and the figure a shape's
   entry reports on a hit is the runner's own copy, not the child's echo of it.
@@ -41,6 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from evaluator.measurement_policy import MeasurementPolicy
 from evaluator.reference_pool import (
     locked,
     operators_digest,
@@ -85,9 +88,16 @@ class TimingCacheSettings:
         return data
 
 
-def timing_key(environment: Mapping[str, Any], *, time_budget_s: float | None) -> dict[str, Any]:
+def timing_key(
+    environment: Mapping[str, Any],
+    *,
+    time_budget_s: float | None,
+    timing_rule: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """What an eager reference's time depends on besides its shape (``environment`` is
-    ``evaluator.environment.collect_environment``'s block)."""
+    ``evaluator.environment.collect_environment``'s block; ``timing_rule`` the run's
+    ``MeasurementPolicy.timing_rule()``, the full policy's when None)."""
+    rule = dict(timing_rule or MeasurementPolicy().timing_rule())
     return {
         "harness_version": environment.get("harness_version"),
         "torch": environment.get("torch"),
@@ -98,6 +108,8 @@ def timing_key(environment: Mapping[str, Any], *, time_budget_s: float | None) -
         "driver": environment.get("driver"),
         "operators": operators_digest(),
         "time_budget_s": time_budget_s,
+        "min_reps": rule["min_reps"],
+        "target_rel_se": rule["target_rel_se"],
     }
 
 
@@ -128,11 +140,12 @@ class ReferenceTimings:
         *,
         environment: Mapping[str, Any],
         time_budget_s: float | None = None,
+        timing_rule: Mapping[str, Any] | None = None,
         draw: Callable[[], float] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
-        self.key = timing_key(environment, time_budget_s=time_budget_s)
+        self.key = timing_key(environment, time_budget_s=time_budget_s, timing_rule=timing_rule)
         self.top = Path(settings.directory)
         self.root = self.top / short_digest(self.key)
         self._draw = draw or secrets.SystemRandom().random

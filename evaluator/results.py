@@ -184,6 +184,8 @@ def shape_entry(
         "time_ms": _ms(time_s),
         "time_spread_ms": _ms(measured.get("time_spread_s")),
         "reps": measured.get("reps"),
+        # The correctness trials it ran (fewer in an agent's round: environment.measurement).
+        "trials": measured.get("trials"),
         "reference_time_ms": _ms(reference_s),
         "reference_time_source": (
             str(measured.get("reference_time_source") or "measured") if reference_s else None

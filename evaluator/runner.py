@@ -39,6 +39,7 @@ from evaluator.environment import collect_environment, gpu_clocks
 from evaluator.errors import BundleError
 from evaluator.frames import WARM_UP_FAILED, FrameReader, write_frame
 from evaluator.hardware import HardwareProfile, get_profile
+from evaluator.measurement_policy import MeasurementPolicy
 from evaluator.reference_pool import (
     PoolSettings,
     PoolShape,
@@ -774,6 +775,7 @@ def _job(
     validation_variants: bool = True,
     pool_plans: Mapping[str, Any] | None = None,
     reference_times: Mapping[str, Mapping[str, Any]] | None = None,
+    measurement: MeasurementPolicy | None = None,
 ) -> dict[str, Any]:
     plans = pool_plans or {}
     cached = reference_times or {}
@@ -802,6 +804,8 @@ def _job(
     }
     if plans:
         job["reference_pool"] = True
+    if measurement is not None:
+        job["measurement"] = measurement.to_dict()  # trials and timing rule (the child's)
     if operator_source is not None:
         # An operator the evaluator does not implement: the child loads it from these.
         job["operator_source"] = dict(operator_source)
@@ -851,6 +855,7 @@ def _evaluate_operator(
     suite_hash: str = "",
     timings: ReferenceTimings | None = None,
     window: TimingWindow | None = None,
+    measurement: MeasurementPolicy | None = None,
 ) -> dict[str, Any]:
     """Evaluate one operator in its child (``on_sent`` is called as soon as it has its
     job: the next operator's child, or the sanitizer's, starts ahead) and return its entry
@@ -950,6 +955,7 @@ def _evaluate_operator(
             validation_variants=validation_variants,
             pool_plans={shape_id: plan for shape_id, (_, plan) in drawn.items()},
             reference_times=hits,
+            measurement=measurement,
         )
         try:
             child = starter.take(operator)
@@ -1678,6 +1684,7 @@ def run_bundle(
     rounds: RoundChildren | None = None,
     concurrency: int = 1,
     operator_costs: Mapping[str, float] | None = None,
+    measurement: MeasurementPolicy | None = None,
 ) -> dict[str, Any]:
     """Evaluate a bundle on this machine and return the results document (atrex-results/1).
 
@@ -1744,6 +1751,9 @@ def run_bundle(
     then sets the order in which operators start: those without a figure first, then the
     most expensive first, so that the longest one does not start last and run alone at the
     end (``dispatch_order``); entries keep the suite's order.
+    ``measurement`` (default: the full policy) sets the correctness trials and the timing
+    rule (``evaluator.measurement_policy``); the environment digest's ``measurement``
+    names it, and its kind (``round`` for anything lighter than the full policy).
     """
     started, started_at = time.monotonic(), _now()
     device_kind = "cuda" if device.startswith("cuda") else "cpu"
@@ -1754,6 +1764,8 @@ def run_bundle(
     seed = seed if seed is not None else int.from_bytes(os.urandom(8), "big") >> 1
     progress = ProgressWriter(progress_path)
     environment = collect_environment(device)
+    measurement = measurement or MeasurementPolicy()
+    environment["measurement"] = measurement.to_dict()
     selected = run_suite.operator_slugs()
     shapes = {op: run_suite.shapes_for(op, shape_set) for op in selected}
     state = RunState(progress=progress, shapes_total=sum(len(s) for s in shapes.values()))
@@ -1769,7 +1781,10 @@ def run_bundle(
     timings: ReferenceTimings | None = None
     if reference_timings is not None:
         timings = ReferenceTimings(
-            reference_timings, environment=environment, time_budget_s=time_budget_s
+            reference_timings,
+            environment=environment,
+            time_budget_s=time_budget_s,
+            timing_rule=measurement.timing_rule(),
         ).open()
         policy = with_hidden(policy, [os.path.realpath(reference_timings.directory)])
 
@@ -1926,6 +1941,7 @@ def run_bundle(
                     suite_hash=full_suite.content_hash,
                     timings=timings,
                     window=slots.window,
+                    measurement=measurement,
                 )
 
             def checkpoint() -> None:

@@ -54,6 +54,7 @@ from evaluator.sandbox import (
     mount_tmpfs,
     private_mounts,
     unmount,
+    with_hidden,
 )
 
 REQUEST_FIELDS = ("bundle", "operators", "out", "progress", "log_dir")
@@ -308,6 +309,15 @@ def die_with_parent(parent_pid: int | None) -> None:
         os._exit(1)
 
 
+def serve_policy(args: argparse.Namespace) -> SandboxPolicy:
+    """The sandbox policy of every round's child: as ``run``'s, with the worker's private
+    folders (the reference pool's and the reference timings', which ``run_bundle`` hides
+    from the children it starts itself) hidden too."""
+    policy = SandboxPolicy.from_environment(mode=args.sandbox, hidden_paths=args.hide)
+    private = [getattr(args, "reference_pool", None), getattr(args, "reference_timings", None)]
+    return with_hidden(policy, [os.path.realpath(folder) for folder in private if folder])
+
+
 def command_serve(args: argparse.Namespace) -> int:
     """Serve rounds until stdin closes (see the module docstring); the exit code."""
     from evaluator.cli import EXIT_OK, EXIT_USER, command_run, suite_for
@@ -322,7 +332,7 @@ def command_serve(args: argparse.Namespace) -> int:
     tmpfs = os.geteuid() == 0 and args.triton_cache and private_mounts()
     triton_cache = args.triton_cache and (tmpfs or os.geteuid() != 0)
     prepared = suite_for(args)
-    policy = SandboxPolicy.from_environment(mode=args.sandbox, hidden_paths=args.hide)
+    policy = serve_policy(args)
     device_kind = "cuda" if args.device.startswith("cuda") else "cpu"
     # Under its working folder (the campaign's, see EvaluatorServer): what a killed server
     # could not remove stays with the campaign's files, not in /tmp.

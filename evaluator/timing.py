@@ -34,11 +34,10 @@ from typing import Any
 import torch
 
 from evaluator.figures import duration_ms
+from evaluator.measurement_policy import MIN_REPS, TARGET_REL_SE
 
 DEFAULT_BUDGET_S = {"cpu": 2.0, "cuda": 1.0}
-MIN_REPS = 10
 MAX_REPS = 100_000
-TARGET_REL_SE = 0.005
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 """Larger than the L2 of any supported GPU (H100/H200: 50 MB)."""
 LAUNCH_COVER_CYCLES = 400_000

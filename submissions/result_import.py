@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from catalogue.models import HardwareProfile, SuiteVersion
 from evaluator.errors import UserError
+from evaluator.measurement_policy import measured_as_round
 
 from . import services
 from .models import EvaluationRun, StatusChange, Submission
@@ -206,6 +207,14 @@ def submission_import_results(
     else:
         raise UserError(
             "Not an evaluator results file nor a baseline report of bench/reference_baseline.py."
+        )
+    if measured_as_round(results):
+        raise UserError(
+            "These results were measured with an agent round's policy (environment."
+            "measurement.kind is 'round': fewer correctness trials, a lighter timing rule); "
+            "a board publishes only a full evaluation. Evaluate the kernels again without "
+            "--trials, --min-reps and --target-rel-se.",
+            code="import:round-measurement",
         )
     _check_shapes(results, suite_version)
     if baseline_kind is not None:

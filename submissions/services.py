@@ -29,6 +29,7 @@ from catalogue import selectors as catalogue_selectors
 from catalogue.models import HardwareProfile, SuiteVersion
 from evaluator.bundle import inspect_bundle
 from evaluator.errors import AtrexError, BundleError, PlatformError
+from evaluator.measurement_policy import measured_as_round
 from evaluator.scoring import operator_verdict, summarize
 from evaluator.verdicts import hold_note, hold_signals, shape_codes
 
@@ -60,6 +61,17 @@ ALLOWED_MOVES: dict[str, set[str]] = {
 
 class IllegalTransition(PlatformError):
     code = "platform:illegal-transition"
+
+
+class RoundMeasurement(PlatformError):
+    code = "platform:round-measurement"
+
+
+ROUND_MEASUREMENT_MESSAGE = (
+    "These results were measured with an agent round's policy (fewer correctness trials, a "
+    "lighter timing rule: environment.measurement.kind is 'round'). Round figures are "
+    "feedback for the agent; a board publishes only a full evaluation."
+)
 
 
 class WorkerLost(PlatformError):
@@ -395,8 +407,29 @@ def evaluation_run_score_and_publish(
     """Store a run's results (its submission is in ``scoring``), score them with the suite
     version's importance, then publish them, or hold the whole submission for review when
     any shape carries a sign of deception (a ``hold`` code of ``evaluator.verdicts``):
-    nothing of it is published until staff release it (``curation.submission_release``)."""
+    nothing of it is published until staff release it (``curation.submission_release``).
+    Results measured with an agent round's policy (``evaluator.measurement_policy``) are
+    never published: the run and its submission fail, nothing of them is stored as scores."""
     submission = run.submission
+    if measured_as_round(results):
+        error = RoundMeasurement(ROUND_MEASUREMENT_MESSAGE)
+        EvaluationRun.objects.filter(pk=run.pk).update(
+            status=EvaluationRun.Status.FAILED,
+            finished_at=timezone.now(),
+            error_code=error.code,
+            error_message=error.message,
+            environment=results.get("environment") or {},
+            log_tail=log_tail,
+        )
+        submission_transition(
+            submission=submission,
+            from_status=Status.SCORING,
+            to_status=Status.FAILED,
+            error=error,
+            note=error.code,
+        )
+        run.refresh_from_db()
+        return run
     # One scoring definition (evaluator.scoring), with the importance this suite version
     # publishes: the site does not trust figures it can recompute.
     importance = {

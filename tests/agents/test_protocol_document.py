@@ -53,3 +53,16 @@ def test_the_documented_headers_are_the_ones_sent():
     parameters = DOCUMENT["components"]["parameters"]
     names = {parameters[key]["name"] for key in ("Timestamp", "Signature", "IdempotencyKey")}
     assert names == {TIMESTAMP_HEADER, SIGNATURE_HEADER, IDEMPOTENCY_HEADER}
+
+
+def test_the_feedback_has_exactly_the_documented_fields():
+    results = {
+        "environment": {
+            "measurement": {"kind": "round", "trials": 2, "min_reps": 5, "target_rel_se": 0.01}
+        },
+        "operators": [{"operator": "rms_norm", "status": "ok", "score": 0.5, "shapes": []}],
+    }
+    feedback = loop.feedback_from_results(results, "rms_norm")
+    assert set(feedback) == set(SCHEMAS["Feedback"]["properties"])
+    assert set(feedback["measurement"]) == set(SCHEMAS["Measurement"]["properties"])
+    assert feedback["measurement"]["kind"] in SCHEMAS["Measurement"]["properties"]["kind"]["enum"]

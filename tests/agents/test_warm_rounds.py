@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -401,3 +402,70 @@ def test_a_round_past_the_time_limit_stops_the_server_and_the_next_round_gets_a_
         assert _wait_gone([server, *waiting]) == []
         assert statuses(evaluate("rms_norm", HONEST, 3)) == ["pass"]
         assert evaluate.session.servers_started == 3
+
+
+def test_a_campaigns_rounds_time_the_eager_baseline_once_per_shape(suite, tmp_path):
+    """Round 1 times the eager baseline and keeps it in the campaign's cache; round 2 (a
+    revised kernel) takes it from there. Both measured with the round policy, which the
+    feedback names."""
+    with _evaluator(suite, tmp_path) as evaluate:
+        first = evaluate("rms_norm", HONEST, 1)
+        second = evaluate("rms_norm", HONEST + "\n# revised\n", 2)
+    (miss,) = first["operators"][0]["shapes"]
+    (hit,) = second["operators"][0]["shapes"]
+    assert miss["status"] == hit["status"] == "pass", (miss["error"], hit["error"])
+    assert miss["reference_time_source"] == "measured"
+    assert hit["reference_time_source"] == "cache"
+    assert hit["reference_time_ms"] == miss["reference_time_ms"]
+    assert "timed_reference" not in hit["wall_s"]
+    for results in (first, second):
+        assert results["environment"]["measurement"]["kind"] == "round"
+        assert results["operators"][0]["shapes"][0]["trials"] == 2
+    assert (tmp_path / "reference-timings").is_dir()
+    feedback = loop.feedback_from_results(second, "rms_norm")
+    assert feedback["measurement"]["kind"] == "round"
+    assert feedback["measurement"]["note"] == loop.ROUND_MEASUREMENT_NOTE
+
+
+READ_TARGETS = """
+from pathlib import Path
+
+_read, _errors = [], []
+for _path in {targets!r}:
+    try:
+        _read.append(Path(_path).read_bytes()[:8].hex() if Path(_path).is_file()
+                     else sorted(p.name for p in Path(_path).iterdir()))
+    except OSError as exc:
+        _errors.append(type(exc).__name__)
+raise RuntimeError(f"read={{_read!r}} errors={{_errors!r}}")
+
+
+class Model:  # never reached: the import above fails first
+    pass
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox's user switch needs root")
+def test_a_rounds_child_cannot_read_the_campaigns_reference_timings(suite, tmp_path):
+    # Inside the checkout, which the child sees (read-only, for the evaluator's code): not
+    # under /tmp, which every child has hidden anyway.
+    folder = REPO / f".campaign-timings-test-{os.getpid()}"
+    evaluate = loop.evaluator_for(
+        suite_definition=suite, hardware_slug="cpu-dev", device="cpu", shape_set="smoke",
+        work_root=tmp_path, timeout_s=600, sandbox_args=[],
+        extra_args=["--time-budget-s", "0.05", "--reference-timings", str(folder)],
+    )  # fmt: skip
+    try:
+        with evaluate:
+            assert statuses(evaluate("rms_norm", HONEST, 1)) == ["pass"]
+            stored = sorted(folder.rglob("timings.json"))
+            assert stored, "round 1 stored no eager figure"
+            targets = [str(folder), str(stored[0])]
+            reader = evaluate("rms_norm", READ_TARGETS.format(targets=targets), 2)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    entry = reader["operators"][0]
+    assert entry["status"] == "compile_error"
+    # The folder is an empty tmpfs in the child (hidden), its inside unreachable.
+    assert "read=[[]]" in entry["error"], entry["error"]
+    assert "errors=['FileNotFoundError']" in entry["error"]

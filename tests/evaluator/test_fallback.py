@@ -21,6 +21,7 @@ from evaluator.elf_symbols import (
     cxx_qualified_name,
     itanium_qualified_name,
     real_path,
+    real_path_resolver,
     remember_real_paths,
     shared_object_function_names,
 )
@@ -769,6 +770,59 @@ def test_extension_function_names_are_read_from_the_shared_object(tmp_path):
     names = shared_object_function_names(str(library))
     assert {"mykernels::rms_norm_fwd", "plain_c_kernel"} <= names
     assert shared_object_function_names(str(source)) == frozenset()  # not ELF: nothing
+
+
+def test_one_scans_resolver_gives_realpaths_answers(tmp_path, monkeypatch):
+    """Each folder resolved once: a file in a linked folder, a linked file (resolved in
+    full, wherever it points), a relative name, "..", a name that does not exist."""
+    monkeypatch.setattr(elf_symbols, "_REAL_PATHS", elf_symbols._REAL_PATHS)
+    real, other = tmp_path / "real", tmp_path / "other"
+    real.mkdir()
+    other.mkdir()
+    (real / "mod.py").write_text("")
+    (other / "target.py").write_text("")
+    (tmp_path / "linked").symlink_to(real)
+    (real / "alias.py").symlink_to(other / "target.py")
+    (real / "hop.py").symlink_to("alias.py")  # a relative link to a link
+    monkeypatch.chdir(real)
+    paths = [
+        str(tmp_path / "linked" / "mod.py"),
+        str(tmp_path / "linked" / "alias.py"),
+        str(tmp_path / "linked" / "hop.py"),
+        str(real / "mod.py"),
+        "mod.py",
+        str(tmp_path / "linked" / ".."),
+        str(tmp_path / "linked" / "missing.py"),
+        "<frozen importlib._bootstrap>",
+    ]
+    resolve = real_path_resolver()
+    assert [resolve(path) for path in paths] == [os.path.realpath(path) for path in paths]
+    # Asked again (the scan's second look at a module), the same.
+    assert [resolve(path) for path in paths] == [os.path.realpath(path) for path in paths]
+
+
+def test_the_module_scan_resolves_each_folder_once(tmp_path, monkeypatch):
+    """``triton_kernel_names`` reads every loaded module's file, at every shape's report:
+    it resolves each folder once, not the path of every module (in a child whose
+    installed files were not remembered, or of modules loaded after the warm-up)."""
+    from evaluator import fallback_cuda
+
+    monkeypatch.setattr(elf_symbols, "_REAL_PATHS", elf_symbols.MappingProxyType({}))
+    files = [getattr(m, "__file__", None) for m in list(sys.modules.values())]
+    files = [f for f in files if isinstance(f, str)]
+    folders = {os.path.dirname(f) for f in files}
+    assert len(files) > 3 * len(folders)  # torch, triton: many modules a folder
+    calls = [0]
+    realpath = os.path.realpath
+
+    def counted(path, *args, **kwargs):
+        calls[0] += 1
+        return realpath(path, *args, **kwargs)
+
+    monkeypatch.setattr(os.path, "realpath", counted)
+    own, _foreign = fallback_cuda.triton_kernel_names(tmp_path)
+    assert calls[0] < len(folders) + 50, (calls[0], len(folders), len(files))
+    assert own == frozenset()
 
 
 def test_real_paths_are_remembered_only_inside_the_given_roots(tmp_path, monkeypatch):

@@ -242,3 +242,72 @@ def test_a_baseline_measured_on_the_smoke_shapes_is_padded_with_smoke_shapes_onl
     assert set(missing.values_list("operator", flat=True)) == {operators[0]}
     assert missing.count() == len(smoke[operators[0]])
     assert run.shape_results.filter(status="fallback").count() == total - missing.count()
+
+
+ROUND_MEASUREMENT = {"kind": "round", "trials": 2, "min_reps": 5, "target_rel_se": 0.01}
+
+
+def test_results_measured_with_an_agent_rounds_policy_are_refused(catalogue, user):
+    """A round's figures (fewer trials, a lighter timing rule) are an agent's feedback: the
+    board refuses to import them, and creates nothing."""
+    from tests.leaderboard.results_factory import smoke_results
+
+    report = smoke_results(catalogue)
+    report["environment"]["measurement"] = ROUND_MEASUREMENT
+    with pytest.raises(UserError) as refused:
+        submission_import_results(
+            owner=user,
+            report=report,
+            suite_version=catalogue,
+            hardware=HardwareProfile.objects.get(slug="cpu-dev"),
+            title="a round",
+            provenance_note="an agent campaign's round",
+        )
+    assert refused.value.code == "import:round-measurement"
+    assert not Submission.objects.exists()
+    report["environment"]["measurement"] = {**ROUND_MEASUREMENT, "kind": "full"}
+    submission = submission_import_results(
+        owner=user,
+        report=report,
+        suite_version=catalogue,
+        hardware=HardwareProfile.objects.get(slug="cpu-dev"),
+        title="a full evaluation",
+        provenance_note="the same figures, measured in full",
+    )
+    assert submission.status == Submission.Status.PUBLISHED
+
+
+def test_a_run_whose_results_are_a_rounds_is_never_published(catalogue, user):
+    """Whatever brings them to scoring (a worker's run, merged shards), round figures fail
+    the run and its submission; no score, nothing on the board."""
+    from django.utils import timezone
+
+    from leaderboard.selectors import leaderboard_rows
+    from submissions import services
+    from submissions.models import EvaluationRun
+    from tests.leaderboard.results_factory import smoke_results
+
+    cpu = HardwareProfile.objects.get(slug="cpu-dev")
+    submission = Submission.objects.create(
+        owner=user, title="rounds", suite_version=catalogue, hardware=cpu, upload_name=""
+    )
+    Submission.objects.filter(pk=submission.pk).update(status=Submission.Status.SCORING)
+    run = EvaluationRun.objects.create(
+        submission=submission,
+        status=EvaluationRun.Status.RUNNING,
+        queue=cpu.queue,
+        started_at=timezone.now(),
+    )
+    results = smoke_results(catalogue)
+    results["environment"]["shards"] = [
+        {"index": 0, "environment": {"measurement": {**ROUND_MEASUREMENT, "kind": "full"}}},
+        {"index": 1, "environment": {"measurement": ROUND_MEASUREMENT}},
+    ]
+    services.evaluation_run_score_and_publish(run=run, results=results)
+    run.refresh_from_db()
+    submission.refresh_from_db()
+    assert run.status == EvaluationRun.Status.FAILED
+    assert run.error_code == submission.error_code == "platform:round-measurement"
+    assert submission.status == Submission.Status.FAILED
+    assert not run.shape_results.exists()
+    assert list(leaderboard_rows(suite=catalogue, hardware=cpu)) == []
