@@ -62,7 +62,7 @@ def evaluate(
         "--device", args.device, "--out", str(out), "--seed", str(seed),
         "--concurrency", str(concurrency), "--log-dir", str(tmp / f"logs-{concurrency}"),
     ]  # fmt: skip
-    for name in ("operators", "shapes", "time_budget_s"):
+    for name in ("operators", "shapes", "time_budget_s", "operator_costs"):
         value = getattr(args, name)
         if value is not None:
             command += [f"--{name.replace('_', '-')}", str(value)]
@@ -183,6 +183,9 @@ def main() -> int:
         help="seconds for both runs: the second starts only if --second-needs-s are left",
     )
     parser.add_argument("--second-needs-s", type=float, default=360.0)
+    parser.add_argument(
+        "--operator-costs", type=Path, default=None, help="passed on (see evaluator run)"
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--keep", type=Path, default=None, help="copy the results.json files here")
     args = parser.parse_args()

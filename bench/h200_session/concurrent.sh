@@ -15,7 +15,7 @@ export ATREX_SANDBOX_MORE_USERS=${ATREX_SANDBOX_MORE_USERS:-65531,65530,65529,65
 timeout --kill-after=10 $(( $(left) - 5 )) python3 bench/concurrency_compare.py \
   --suite atrex-bench-v1 --device cuda --kernels examples/bundles/triton-baseline \
   --concurrency $CONCURRENCY --order K,1 --budget-s $(( $(left) - 15 )) --second-needs-s 360 \
-  --keep $OUT/concurrent-results --json $OUT/concurrent-$CONCURRENCY.json \
+  --keep $OUT/concurrent-results ${EXTRA:-} --json $OUT/concurrent-$CONCURRENCY.json \
   > $OUT/concurrent-$CONCURRENCY.txt 2>&1
 mark "concurrency $CONCURRENCY (and 1) rc=$?"
 grep -E '^\{"concurrency"|N=|speedup|skipped|not finished|shapes  median' \
