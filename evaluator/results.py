@@ -32,6 +32,7 @@ SHAPE_FIELDS = (
     "time_ms",
     "time_spread_ms",
     "reps",
+    "trials",
     "reference_time_ms",
     "reference_time_source",
     "eager_timed",
