@@ -83,6 +83,28 @@ class _Channel:
         write_frame(self._fd, message, key=self._key)
 
 
+def harness_imports() -> None:
+    """Import torch and every harness module the measurement uses (every built-in operator
+    among them), none of them the candidate's and none touching a device: the first step
+    of ``warm_up`` in every child, and what the fork server (``evaluator.forkserver``)
+    imports once for all the children it forks, so that one list serves both."""
+    import torch  # noqa: F401
+
+    import evaluator.baselines  # the eager figure's code, watched like the references
+    import evaluator.correctness
+    import evaluator.fallback
+    import evaluator.integrity
+    import evaluator.operators
+    import evaluator.operators._variants
+    import evaluator.reference_pool
+    import evaluator.static_scan
+    import evaluator.timing
+    import evaluator.torch_settings  # the integrity guard's first read
+    import evaluator.variants
+
+    del evaluator  # only imported so that they are loaded before the snapshot
+
+
 def warm_up(device: str, steps: list[tuple[str, float]], *, sanitize: bool = False) -> None:
     """Start everything the measurement uses, none of it the candidate's: import torch and
     the harness's modules (every built-in operator among them), set up the allocator and
@@ -93,20 +115,11 @@ def warm_up(device: str, steps: list[tuple[str, float]], *, sanitize: bool = Fal
     last operator's child is still timing) starts no profiler, which its call does not use,
     and launches no kernel: on CUDA it only makes its context (under the tool, seconds),
     so that its job begins with the device ready."""
+    harness_imports()
     import torch
 
-    import evaluator.baselines  # the eager figure's code, watched like the references
-    import evaluator.correctness
     import evaluator.fallback as evaluator_fallback
-    import evaluator.integrity
-    import evaluator.operators
-    import evaluator.operators._variants
-    import evaluator.reference_pool
-    import evaluator.static_scan
-    import evaluator.timing
-    import evaluator.variants
 
-    del evaluator  # only imported so that they are loaded before the snapshot
     steps.append(("imports", time.perf_counter()))
     torch.empty(1)  # the allocator and dispatcher set up before the snapshot
     if torch.device(device).type == "cuda":

@@ -22,21 +22,11 @@ the time inside launches of the bundle's own Triton kernels (the interpreter's
 time, the median call's. Work done outside PyTorch and outside those kernels (NumPy,
 plain Python, another library) is then not the submission's own either.
 
-Every "time" of a share is counted time (``_CountedClock``), not the wall clock: on a
-loaded host the process is taken off the CPU at random points, and a wait for a CPU that
-fell outside a kernel launch made an honest Triton kernel look a fallback (own share 0.64
-on a loaded 2-core CI host; with four busy loops on two cores, one call in six of a smoke
-shape under 0.8, as low as 0.32). Counted time is the calling thread's wall time less the
-time it was runnable but waiting for a CPU (Linux's ``/proc/thread-self/schedstat``): its
-own CPU time plus its waits for anything but a CPU. So other processes' load does not
-move a share, and everything else the wall clock counted still counts: a sleep, a join on
-a helper thread doing the work, a pipe or a socket to work done elsewhere are waits of
-the call, outside the own kernels (the thread's CPU time alone would miss them). Threads
-running beside the calling thread are not added (the process's CPU time would: in the
-evaluation child another thread, by all signs PyTorch's OpenMP worker spinning on after
-the harness's own checks, ran 4-10 ms inside each call).
-Where schedstat cannot be read, counted time is the wall time. The wall time of each call
-is also kept for ``observed_call_s`` (the timed calls are compared with it).
+Every "time" of a share is counted time (``evaluator.counted_time``), not the wall clock:
+the calling thread's wall time less its waits for a CPU, so other processes' load does not
+move a share, while a sleep, a join on a helper thread doing the work, or a pipe to work
+done elsewhere still count against the call. The counted time of each whole call is kept
+too, for ``observed_call_s`` (the timed calls' counted time is compared with it).
 """
 
 from __future__ import annotations
@@ -45,7 +35,6 @@ import contextlib
 import os
 import statistics
 import sys
-import time
 from _thread import get_ident as _thread_id
 from collections.abc import Callable, Mapping
 from types import CodeType, FrameType
@@ -56,84 +45,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from evaluator.code_origin import genuine, package_dir
+from evaluator.counted_time import CountedClock, Mark
 from evaluator.fallback_report import ALLOWED_OPS, FallbackReport, OpStats
-
-# The clocks, bound at import, before any candidate code runs: a candidate that replaces
-# ``time.thread_time_ns`` changes nothing here (and the integrity guard reports it).
-_wall_ns = time.perf_counter_ns
-_thread_ns = time.thread_time_ns
-
-SCHEDSTAT = "/proc/thread-self/schedstat"
-"""The calling thread's scheduler statistics (Linux): CPU time, time runnable but waiting
-for a CPU (ns), time slices."""
-
-
-class _CountedClock:
-    """The time a share counts, for regions run by the thread that opened it: the thread's
-    wall time less its time runnable but waiting for a CPU (``SCHEDSTAT``), which is its own
-    CPU time plus its waits for anything but a CPU; where ``SCHEDSTAT`` cannot be read,
-    its wall time."""
-
-    def __init__(self) -> None:
-        self._identity: tuple[int, int] | None = None
-        try:
-            self._schedstat: int | None = os.open(SCHEDSTAT, os.O_RDONLY)
-            status = os.fstat(self._schedstat)
-            self._identity = (status.st_dev, status.st_ino)
-        except OSError:
-            self._schedstat = None
-
-    def _run_delay_ns(self) -> int | None:
-        if self._schedstat is None:
-            return None
-        try:
-            # The candidate could close the descriptor and open a file of its own under
-            # the same number: read only the file that was opened (else: the wall time).
-            status = os.fstat(self._schedstat)
-            if (status.st_dev, status.st_ino) != self._identity:
-                return None
-            return int(os.pread(self._schedstat, 256, 0).split()[1])
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def mark(self, *, enclose: bool = True) -> tuple[int, int, int | None]:
-        """Now, for ``since`` (with the same ``enclose``)."""
-        # With ``enclose`` the run-delay reads enclose the clocks': their cost, and a CPU
-        # wait between them, fall outside the region (a launch of the bundle's own kernels
-        # is never made longer). Without, inside it (a PyTorch compute call is never made
-        # shorter).
-        if not enclose:
-            wall = _wall_ns()
-            return wall, _thread_ns(), self._run_delay_ns()
-        delay = self._run_delay_ns()
-        return _wall_ns(), _thread_ns(), delay
-
-    def since(
-        self, mark: tuple[int, int, int | None], *, enclose: bool = True
-    ) -> tuple[float, float, float]:
-        """(Counted, wall, waited) seconds since ``mark``; waited: for anything but a CPU."""
-        wall_0, thread_0, delay_0 = mark
-        if enclose:
-            thread_ns = _thread_ns() - thread_0
-            wall_ns = _wall_ns() - wall_0
-            delay_1 = self._run_delay_ns()
-        else:
-            delay_1 = self._run_delay_ns()
-            thread_ns = _thread_ns() - thread_0
-            wall_ns = _wall_ns() - wall_0
-        if delay_0 is None or delay_1 is None:
-            return wall_ns * 1e-9, wall_ns * 1e-9, 0.0
-        counted_ns = max(thread_ns, wall_ns - (delay_1 - delay_0))
-        return counted_ns * 1e-9, wall_ns * 1e-9, (counted_ns - thread_ns) * 1e-9
-
-    def __enter__(self) -> _CountedClock:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._schedstat is not None:
-            with contextlib.suppress(OSError):  # closed by the candidate already
-                os.close(self._schedstat)
-            self._schedstat = None
 
 
 def op_name(func: Any) -> str:
@@ -171,14 +84,14 @@ class _Ledger:
         self.compute_s = 0.0
         self.compute_bytes = 0
         self.in_function = False
-        self.clock: _CountedClock | None = None
+        self.clock: CountedClock | None = None
         """The watched call's clock (both modes run in the calling thread only)."""
 
-    def seconds_since(self, mark: tuple[int, int, int | None]) -> float:
+    def seconds_since(self, mark: Mark) -> float:
         """Counted seconds of a PyTorch compute call since ``mark`` (from ``mark``)."""
         return self.clock.since(mark, enclose=False)[0] if self.clock is not None else 0.0
 
-    def mark(self) -> tuple[int, int, int | None]:
+    def mark(self) -> Mark:
         """Now, on the watched call's clock, for a PyTorch compute call."""
         return self.clock.mark(enclose=False) if self.clock is not None else (0, 0, None)
 
@@ -302,7 +215,7 @@ def bind_interpreter() -> bool:
 
 
 class _OwnKernelClock:
-    """CPU: the counted time (``_CountedClock``) inside launches of the bundle's own Triton
+    """CPU: the counted time (``CountedClock``) inside launches of the bundle's own Triton
     kernels.
 
     While active, the interpreter's launch is replaced by a wrapper around the launch
@@ -317,7 +230,7 @@ class _OwnKernelClock:
         self._depth = 0
         self._verdicts: dict[CodeType, bool] = {}
         self._saved: Any = None
-        self.call_clock: _CountedClock | None = None
+        self.call_clock: CountedClock | None = None
         """The watched call's clock, used by launches in the thread that made the call."""
         self.call_thread = 0
 
@@ -345,7 +258,7 @@ class _OwnKernelClock:
             with (
                 contextlib.nullcontext(call_clock)
                 if call_clock is not None and _thread_id() == clock.call_thread
-                else _CountedClock()
+                else CountedClock()
             ) as counted:
                 start = counted.mark()
                 try:
@@ -383,9 +296,9 @@ class FallbackMonitor:
         self.total_s = 0.0
         """Counted seconds of all watched calls (``call_counted_s``)."""
         self.call_s: list[float] = []
-        """Wall seconds of each watched call (``observed_call_s``; no share uses them)."""
+        """Wall seconds of each watched call (no share uses them)."""
         self.call_counted_s: list[float] = []
-        """Counted seconds of each watched call (``_CountedClock``: the calling thread's
+        """Counted seconds of each watched call (``CountedClock``: the calling thread's
         wall time less its waits for a CPU): every share's denominator."""
         self.call_waited_s: list[float] = []
         """Seconds of each watched call that the calling thread waited for anything but a
@@ -410,7 +323,7 @@ class FallbackMonitor:
         kernels = self._kernels
         own_before = kernels.seconds if kernels is not None else 0.0
         launches_before = kernels.launches if kernels is not None else 0
-        with _CountedClock() as clock:
+        with CountedClock() as clock:
             self.ledger.clock = clock
             if kernels is not None:
                 kernels.call_clock, kernels.call_thread = clock, _thread_id()
@@ -493,7 +406,9 @@ class FallbackMonitor:
                     },
                 )
                 share = by_kernels
-        steady = self.call_s[1:] or self.call_s
+        # Counted, as the CPU timer's figure it is compared with (evaluator.measure): a
+        # call that waited for a CPU on a loaded host is not slower for it.
+        steady = self.call_counted_s[1:] or self.call_counted_s
         return FallbackReport(
             own_kernel_share=share,
             share_by_time=by_time,

@@ -118,8 +118,9 @@ class FallbackReport:
     time all streams)."""
     observed_call_s: float | None = None
     """The fastest watched call after the first: its device busy time (CUDA: the busiest
-    stream's kernels, copies and fills) or its wall time (CPU). The timed calls must not
-    be much faster (see ``evaluator.measure.UNWATCHED_SPEEDUP_LIMIT``)."""
+    stream's kernels, copies and fills) or its counted time (CPU: ``evaluator.
+    counted_time``, the calling thread's wall time less its waits for a CPU). The timed
+    calls must not be much faster (``evaluator.measure.unwatched_path_error``)."""
     decided_on_first_call: bool = False
     """The first watched call launched none of the bundle's own kernels: the shape is a
     fallback with share 0, its later calls were not watched (``evaluator.fallback.

@@ -62,7 +62,14 @@ GROWING_NAMESPACES = frozenset({"torch", "torch.cuda", "torch.library", "torch.o
 """Packages that add attributes by themselves (lazily imported submodules, caches): only a
 changed or removed name counts there, not a new one."""
 CRITICAL = frozenset(
-    {"time", "torch.cuda", "torch.cuda.Event", "evaluator.timing", "evaluator.correctness"}
+    {
+        "time",
+        "torch.cuda",
+        "torch.cuda.Event",
+        "evaluator.timing",
+        "evaluator.correctness",
+        "evaluator.counted_time",
+    }
 )
 """Namespaces checked after every timed call (the full check runs after the loop)."""
 TORCH_REWRAPS = frozenset(
@@ -326,7 +333,9 @@ class IntegrityGuard:
                 change
                 for namespace in self._namespaces
                 if namespace.label in CRITICAL
-                or namespace.label.startswith(("evaluator.timing.", "evaluator.correctness."))
+                or namespace.label.startswith(
+                    ("evaluator.timing.", "evaluator.correctness.", "evaluator.counted_time.")
+                )
                 for change in namespace.changes()
             ]
         else:

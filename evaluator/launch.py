@@ -43,11 +43,18 @@ from evaluator.errors import PlatformError
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 """The folder that holds this ``evaluator`` package: first on the child's ``PYTHONPATH``."""
 PASSED_VARIABLES = (
-    "PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "ATREX_CONCURRENCY",
-)  # fmt: skip
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "CUDA_VISIBLE_DEVICES",
+    "TRITON_CACHE_DIR",
+    "ATREX_FORK_SERVER",
+    "ATREX_CONCURRENCY",
+)
 """Variables of this process that the child gets, when set (plus ``PYTHONPATH``, after
-``PROJECT_ROOT``, and every ``ATREX_SANDBOX_*``); ``ATREX_CONCURRENCY`` is the worker's
-operators at once (``evaluator.concurrency``)."""
+``PROJECT_ROOT``, and every ``ATREX_SANDBOX_*``). ``ATREX_FORK_SERVER`` (on by default,
+``evaluator.forkserver.enabled``) lets a worker turn the fork server off with ``0``;
+``ATREX_CONCURRENCY`` is the worker's operators at once (``evaluator.concurrency``)."""
 PASSED_PREFIX = "ATREX_SANDBOX_"
 
 

@@ -255,10 +255,12 @@ def evaluate_shape(
             record.update(timed)
             # The runner makes the shape a fallback with this error unless its own-kernel
             # share already does (a PyTorch bundle's watched calls are slow for other
-            # reasons).
+            # reasons). On the CPU both figures are counted time (evaluator.counted_time),
+            # not wall time.
             watched_s = fallback.observed_call_s
+            compared_s = record.get("counted_time_s") or record.get("time_s")
             error = unwatched_path_error(
-                shape_id, device.type, timed_s=record.get("time_s"), watched_s=watched_s
+                shape_id, device.type, timed_s=compared_s, watched_s=watched_s
             )
             if error is not None and shared:
                 # Watched beside other children, which may have slowed those calls: the
@@ -269,7 +271,7 @@ def evaluate_shape(
                 )  # fmt: skip
                 watched_s = again.observed_call_s
                 error = unwatched_path_error(
-                    shape_id, device.type, timed_s=record.get("time_s"), watched_s=watched_s
+                    shape_id, device.type, timed_s=compared_s, watched_s=watched_s
                 )
                 record["watch_confirmed"] = {
                     "shared_watched_time_s": fallback.observed_call_s,
@@ -286,6 +288,7 @@ def evaluate_shape(
                     # correctness trials.
                     record["own_kernel_share"] = again.own_kernel_share
             record["watched_time_s"] = watched_s
+            record["unwatched_speedup"] = unwatched_speedup(timed_s=compared_s, watched_s=watched_s)
             record["unwatched_error"] = error
         phases["timing"] = round(_clock() - started - phases["checks"], 4)
     except CandidateError as exc:
@@ -436,20 +439,34 @@ dispatch mode is active) could run its own kernels there and PyTorch, or anythin
 when timed. An honest kernel's timed calls are not faster: on CUDA the timed calls flush
 L2 first, and the watched figure is the busiest stream's kernel time alone (host gaps
 between launches left out); on the CPU the watched calls carry only the interception's
-overhead. The limits leave room for noise (CPU: a loaded machine) and catch a switch to a
-path several times faster."""
+overhead, and both figures are counted time (``evaluator.counted_time``), so a loaded
+host's waits for a CPU neither make an honest kernel's watched calls look slow nor hide a
+switch in slow timed calls. The limits leave room for noise and catch a switch to a path
+several times faster."""
+
+
+def unwatched_speedup(*, timed_s: float | None, watched_s: float | None) -> float | None:
+    """How many times faster the timed calls ran than the watched ones (``watched_s /
+    timed_s``; the shape's ``unwatched_speedup``), or None when either figure is missing."""
+    if not timed_s or not watched_s or timed_s <= 0 or watched_s <= 0:
+        return None
+    return watched_s / timed_s
 
 
 def unwatched_path_error(
     shape_id: str, device_type: str, *, timed_s: float | None, watched_s: float | None
 ) -> str | None:
-    """The error for a shape whose timed calls ran much faster than its watched calls, or
-    None (also when either figure is missing)."""
+    """The error for a shape whose timed calls ran much faster than its watched calls
+    (``UNWATCHED_SPEEDUP_LIMIT``), or None (also when either figure is missing): the one
+    watched-against-timed check. ``watched_s`` is the fallback report's
+    ``observed_call_s``; ``timed_s`` the timer's ``counted_median_s`` on the CPU (both
+    counted time there), its ``median_s`` on CUDA."""
     limit = UNWATCHED_SPEEDUP_LIMIT.get(device_type, UNWATCHED_SPEEDUP_LIMIT["cpu"])
-    if not timed_s or not watched_s or timed_s <= 0 or watched_s <= limit * timed_s:
+    speedup = unwatched_speedup(timed_s=timed_s, watched_s=watched_s)
+    if speedup is None or timed_s is None or watched_s is None or speedup <= limit:
         return None
     return (
-        f"shape {shape_id}: the timed calls ran {watched_s / timed_s:.1f}x faster than the "
+        f"shape {shape_id}: the timed calls ran {speedup:.1f}x faster than the "
         f"same calls under the fallback monitor ({timed_s * 1e6:.1f} us against "
         f"{watched_s * 1e6:.1f} us, limit {limit:g}x): the candidate takes another path when "
         "it is not watched, so its own-kernel share does not describe what was timed"
@@ -700,6 +717,7 @@ def _time_shape(
         "time_spread_s": timing.std_error_s,
         "reps": timing.reps,
         "host_time_s": timing.host_median_s,
+        "counted_time_s": timing.counted_median_s,
         **reference_figures,
         "warnings": timing.warnings,
     }

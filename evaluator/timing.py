@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from evaluator.counted_time import CountedClock
 from evaluator.figures import duration_ms
 from evaluator.measurement_policy import MIN_REPS, TARGET_REL_SE
 
@@ -84,6 +85,11 @@ class TimingResult:
     samples_s: list[float] = field(repr=False, default_factory=list)
     host_median_s: float | None = None
     warnings: list[str] = field(default_factory=list)
+    counted_median_s: float | None = None
+    """CPU: the median timed call's counted time (``evaluator.counted_time``: the calling
+    thread's wall time less its waits for a CPU), which a loaded host does not inflate; it
+    is compared with the watched calls' (``evaluator.measure.unwatched_path_error``). The
+    score keeps the wall time (``median_s``). None on CUDA."""
 
 
 IQR_PER_SIGMA = 1.349
@@ -236,16 +242,56 @@ class Timer(ABC):
 
 
 class CpuTimer(Timer):
-    """Wall-clock timing with ``time.perf_counter_ns`` (device time = host time)."""
+    """Wall-clock timing with ``time.perf_counter_ns`` (device time = host time); each
+    call's counted time (``evaluator.counted_time``) is kept beside it."""
 
     device_type = "cpu"
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._clock: CountedClock | None = None
+        self.counted_s: list[float] = []
+        """Counted seconds of each call of the last ``measure`` (warm-up included)."""
+
     def time_once(self, fn: Callable[[], Any]) -> tuple[float, float]:
-        """Seconds of one call."""
-        start = _perf_counter_ns()
+        """Seconds of one call (wall); its counted seconds go to ``counted_s``."""
+        clock = self._clock
+        mark = clock.mark() if clock is not None else None
+        start = _perf_counter_ns()  # the wall clock innermost: the counted reads stay out
         fn()
         elapsed = (_perf_counter_ns() - start) * 1e-9
+        if clock is not None and mark is not None:
+            self.counted_s.append(clock.since(mark)[0])
         return elapsed, elapsed
+
+    def measure(
+        self,
+        fn: Callable[[], Any],
+        *,
+        budget_s: float | None = None,
+        warmup: int = 2,
+        before_call: Callable[[], None] | None = None,
+        after_call: Callable[[], None] | None = None,
+        all_streams: bool = False,
+    ) -> TimingResult:
+        """As Timer.measure, with the timed calls' median counted time
+        (``counted_median_s``)."""
+        self.counted_s = []
+        with CountedClock() as clock:  # the calling thread's: measure runs every call
+            self._clock = clock
+            try:
+                result = super().measure(
+                    fn,
+                    budget_s=budget_s,
+                    warmup=warmup,
+                    before_call=before_call,
+                    after_call=after_call,
+                )
+            finally:
+                self._clock = None
+        counted = self.counted_s[-result.reps :] if result.reps else []
+        result.counted_median_s = statistics.median(counted) if counted else None
+        return result
 
 
 class CudaTimer(Timer):

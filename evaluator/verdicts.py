@@ -162,6 +162,7 @@ def hold_signals(operators: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
                             "roofline_fraction": shape.get("roofline_fraction"),
                             "time_ms": shape.get("time_ms"),
                             "watched_time_ms": shape.get("watched_time_ms"),
+                            "unwatched_speedup": shape.get("unwatched_speedup"),
                             "t_sol_ms": shape.get("t_sol_ms"),
                         }
                     )

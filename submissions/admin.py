@@ -106,6 +106,9 @@ def _signal_figures(signal: dict) -> str:
         parts.append(f"timed {duration_ms(signal['time_ms'])}")
     if signal.get("watched_time_ms") is not None:
         parts.append(f"watched {duration_ms(signal['watched_time_ms'])}")
+    if signal.get("unwatched_speedup") is not None:
+        # On the CPU the ratio is of counted times (evaluator.counted_time), not of these.
+        parts.append(f"timed {signal['unwatched_speedup']:.1f}x faster than watched")
     if signal.get("t_sol_ms") is not None:
         parts.append(f"roofline bound {duration_ms(signal['t_sol_ms'])}")
     if signal.get("roofline_fraction") is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import sys
 import time
 from pathlib import Path
 
@@ -120,14 +121,41 @@ def pytest_addoption(parser) -> None:
     parser.addoption(
         "--test-costs",
         metavar="PATH",
-        help="write each test's wall time and CPU time (this process's and its reaped "
-        "children's, set-up to teardown) to PATH as JSON (docs/testing.md)",
+        help="write each test's wall time and CPU time (this process's, its reaped "
+        "children's and its running fork servers', set-up to teardown) to PATH as JSON "
+        "(docs/testing.md)",
     )
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _fork_servers_cpu() -> float:
+    """CPU seconds so far of this process's running fork servers (``evaluator.forkserver``),
+    with the children they forked and reaped (Linux ``/proc``; 0 elsewhere). A server is
+    this process's child, reaped only when it stops (at exit, mostly), and the evaluation
+    children it forks are its own: without this their CPU reached ``RUSAGE_CHILDREN`` all
+    at once, in whatever test stopped the server, or never."""
+    module = sys.modules.get("evaluator.forkserver")
+    if module is None:
+        return 0.0
+    total = 0.0
+    for server in list(getattr(module, "_servers", {}).values()):
+        try:
+            fields = Path(f"/proc/{server.process.pid}/stat").read_text().rsplit(")", 1)[1]
+        except (OSError, AttributeError):
+            continue  # stopped and reaped: its total is in RUSAGE_CHILDREN
+        # utime, stime, cutime, cstime: fields 14-17 of stat(5), here counted from field 3.
+        total += sum(int(value) for value in fields.split()[11:15]) / CLOCK_TICKS
+    return total
+
+
 def _cpu_seconds() -> tuple[float, float]:
+    # A server running at both ends of a test counts what it used meanwhile; one reaped
+    # during it, its whole total (RUSAGE_CHILDREN) less what earlier tests counted of it.
+    live = _fork_servers_cpu()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time(), children.ru_utime + children.ru_stime
+    return time.process_time(), children.ru_utime + children.ru_stime + live
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from evaluator import elf_symbols
+from evaluator.counted_time import SCHEDSTAT, CountedClock
 from evaluator.elf_symbols import (
     cxx_qualified_name,
     itanium_qualified_name,
@@ -26,7 +27,7 @@ from evaluator.elf_symbols import (
     shared_object_function_names,
 )
 from evaluator.fallback import measure_fallback, monitor_for, prepare_monitoring, report_for
-from evaluator.fallback_cpu import SCHEDSTAT, FallbackMonitor, _CountedClock, is_allowed_op
+from evaluator.fallback_cpu import FallbackMonitor, is_allowed_op
 from evaluator.fallback_cuda import (
     MEMCPY,
     MEMSET,
@@ -319,7 +320,7 @@ def test_the_clock_reads_only_the_schedstat_it_opened(tmp_path):
     # taken off.
     forged = tmp_path / "schedstat"
     forged.write_text("0 999999999999999 0\n")
-    with _CountedClock() as clock:
+    with CountedClock() as clock:
         mark = clock.mark()
         os.close(clock._schedstat)
         descriptor = os.open(forged, os.O_RDONLY)

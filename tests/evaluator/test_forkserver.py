@@ -130,7 +130,7 @@ def test_a_forked_child_sees_what_an_exec_d_one_sees(
 
 @pytest.mark.parametrize(
     "value, cpu, cuda",
-    [("", False, False), ("cpu", True, False), ("1", True, True), ("0", False, False),
+    [("", True, True), ("cpu", True, False), ("1", True, True), ("0", False, False),
      ("off", False, False)],
 )  # fmt: skip
 def test_the_switch(value, cpu, cuda):

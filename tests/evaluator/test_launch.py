@@ -53,6 +53,16 @@ def test_environment_puts_this_checkout_first_and_passes_the_gpu_choice(monkeypa
     assert env["TRITON_CACHE_DIR"] == str(tmp_path / "triton-cache")
 
 
+@pytest.mark.parametrize("value", ["0", "cpu", "1"])
+def test_the_workers_fork_server_choice_reaches_the_evaluator(monkeypatch, tmp_path, value):
+    # On by default in the evaluator (evaluator.forkserver.enabled): a worker turns it off
+    # with ATREX_FORK_SERVER=0, which must pass the launcher's environment policy.
+    monkeypatch.setenv("ATREX_FORK_SERVER", value)
+    assert child_environment(tmp_path)["ATREX_FORK_SERVER"] == value
+    monkeypatch.delenv("ATREX_FORK_SERVER")
+    assert "ATREX_FORK_SERVER" not in child_environment(tmp_path)
+
+
 def test_a_temporary_scratch_folder_is_removed_and_a_given_one_kept(tmp_path):
     with scratch_folder("ceilings") as made:
         assert made.is_dir() and made.name.startswith("atrex-ceilings-")

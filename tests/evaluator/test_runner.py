@@ -133,6 +133,8 @@ def test_results_follow_the_documented_schema(triton_results):
         for shape in entry["shapes"]:
             assert list(shape) == list(SHAPE_FIELDS)
             assert shape["fallback_decided_on_first_call"] is False
+            # Watched and timed calls of an honest kernel: as fast, by counted time.
+            assert 0 < shape["unwatched_speedup"] < 5, shape
             phases = shape["wall_s"]
             # The two parts and their total; since harness 0.2.5 also the parts' own parts
             # (docs/architecture.md), nothing else.
