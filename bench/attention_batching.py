@@ -101,7 +101,9 @@ def main() -> int:
     print(f"{'shape':>6} {'seqs':>6} {'batched s':>10} {'per-seq s':>10} {'ratio':>7}  equal")
     for shape in shapes:
         inputs = spec.input_maker(
-            device=device, generator=torch.Generator().manual_seed(1), **shape.input_kwargs
+            device=device,
+            generator=torch.Generator(device=device).manual_seed(1),
+            **shape.input_kwargs,
         )
         model = spec.build_reference(shape.init_kwargs).to(device)
         with torch.inference_mode():
