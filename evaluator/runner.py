@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from evaluator import forkserver
+from evaluator import forkserver, spawner
 from evaluator import sanitizer as memory_sanitizer
 from evaluator.bundle import BundleManifest, extract_bundle
 from evaluator.concurrency import OperatorSlots, SlotControl, TimingWindow, check_users
@@ -483,8 +483,11 @@ class ChildStarter:
                     f"no sandbox user is free for another child ({len(taken)} alive): "
                     f"{self.sandbox.no_overlap_reason or self.sandbox.no_third_reason}"
                 )
-            child = make(free[0])
-            self._live.append((child, free[0]))
+            # From the spawner's thread: a child is killed when the thread that started it
+            # ends (evaluator.spawner), and an operator's thread ends before its next does.
+            user = free[0]
+            child = spawner.call(lambda: make(user))
+            self._live.append((child, user))
             return child
 
     def start(

@@ -178,6 +178,16 @@ def test_two_at_once_gives_the_same_verdicts_and_statuses_as_one_at_a_time(tiny_
     )
 
 
+def test_children_started_ahead_by_an_operators_thread_outlive_it(tiny_suite, tmp_path):
+    # Each operator's thread starts the next one's child ahead; a child is killed when the
+    # thread that forked it ends (PR_SET_PDEATHSIG), unless evaluator.spawner started it.
+    results = run(
+        TRITON_BASELINE, two_shapes_each(tiny_suite), tmp_path, concurrency=2, start_ahead=True
+    )
+    assert results["environment"]["start_ahead"] is True
+    assert all(e["verdict"] == "pass" for e in results["operators"]), verdicts(results)
+
+
 def test_timing_windows_never_overlap_and_paused_children_run_nothing(
     tiny_suite, tmp_path, make_bundle
 ):
