@@ -1913,6 +1913,15 @@ def run_bundle(
 
                 return both
 
+            def operator_source(operator: str) -> dict[str, Any] | None:
+                """An uploaded operator's sources and dtype, for its child's job."""
+                if operator not in sources:
+                    return None
+                return {
+                    "files": dict(sources[operator]),
+                    "dtype": run_suite.operator(operator).dtype,
+                }
+
             slots = OperatorSlots(concurrency)
             pool, timings = slots.shared(pool), slots.shared(timings)
 
@@ -1931,14 +1940,7 @@ def run_bundle(
                     time_budget_s=time_budget_s,
                     shape_timeout_s=shape_timeout_s or DEFAULT_SHAPE_TIMEOUT_S,
                     state=state,
-                    operator_source=(
-                        {
-                            "files": dict(sources[operator]),
-                            "dtype": run_suite.operator(operator).dtype,
-                        }
-                        if operator in sources
-                        else None
-                    ),
+                    operator_source=operator_source(operator),
                     validation_variants=validation_variants,
                     pool=pool,
                     suite_hash=full_suite.content_hash,
@@ -1975,14 +1977,7 @@ def run_bundle(
                         seed=seed,
                         time_budget_s=None,
                         threshold_own_share=run_suite.threshold_own_share,
-                        operator_source=(
-                            {
-                                "files": dict(sources[operator]),
-                                "dtype": run_suite.operator(operator).dtype,
-                            }
-                            if operator in sources
-                            else None
-                        ),
+                        operator_source=operator_source(operator),
                         validation_variants=False,
                     )
                     for operator in smallest

@@ -307,7 +307,10 @@ def test_a_wait_for_anything_but_a_cpu_counts_against_the_call():
         for _ in range(3):
             monitor.call(call)
     report = monitor.report(q_bytes=None)
-    assert min(monitor.call_waited_s) >= 0.05
+    # Counted, not taken off as a wait for a CPU: nearly all of the 50 ms (the kernel may
+    # book the first or last fraction of a millisecond of a sleep as run-queue time, 0.4 ms
+    # in one CI run; a sleep taken off would count ~0).
+    assert min(monitor.call_waited_s) >= 0.045
     assert report.share_in_own_kernels < THRESHOLD and report.own_kernel_share < THRESHOLD
     assert report.top_ops[0]["op"].startswith("outside its Triton kernels")
     assert report.share_by_time == 1.0  # no PyTorch compute: the kernels' time alone decides
