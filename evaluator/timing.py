@@ -264,29 +264,14 @@ class CpuTimer(Timer):
             self.counted_s.append(clock.since(mark)[0])
         return elapsed, elapsed
 
-    def measure(
-        self,
-        fn: Callable[[], Any],
-        *,
-        budget_s: float | None = None,
-        warmup: int = 2,
-        before_call: Callable[[], None] | None = None,
-        after_call: Callable[[], None] | None = None,
-        all_streams: bool = False,
-    ) -> TimingResult:
-        """As Timer.measure, with the timed calls' median counted time
+    def measure(self, fn: Callable[[], Any], **options: Any) -> TimingResult:
+        """As Timer.measure (the same options), with the timed calls' median counted time
         (``counted_median_s``)."""
         self.counted_s = []
         with CountedClock() as clock:  # the calling thread's: measure runs every call
             self._clock = clock
             try:
-                result = super().measure(
-                    fn,
-                    budget_s=budget_s,
-                    warmup=warmup,
-                    before_call=before_call,
-                    after_call=after_call,
-                )
+                result = super().measure(fn, **options)
             finally:
                 self._clock = None
         counted = self.counted_s[-result.reps :] if result.reps else []

@@ -19,12 +19,44 @@ from submissions import evaluation, shards
 SUITE = json.loads((SUITES_DIR / "atrex-bench-v0.1.json").read_text())
 
 
+def parsed(subcommand: str, arguments: list[str]):
+    head = [subcommand, "bundle"] if subcommand == "run" else [subcommand]
+    return build_parser().parse_args([*head, *arguments])
+
+
 def sanitizer_tools(subcommand: str, arguments: list[str]) -> tuple[str, ...]:
     """The tools a run with these arguments on CUDA calls (the runner's default when none
     are named)."""
-    head = [subcommand, "bundle"] if subcommand == "run" else [subcommand]
-    args = build_parser().parse_args([*head, *arguments])
-    return sanitizer.parse_tools(args.sanitizer_tools)
+    return sanitizer.parse_tools(parsed(subcommand, arguments).sanitizer_tools)
+
+
+def fake_evaluator(monkeypatch) -> list[list[str]]:
+    """The campaign's evaluator, warm (``serve``) and cold (``run``), replaced by fakes that
+    write empty results; each start is recorded as [subcommand, *arguments], the bundle of
+    a ``run`` left out."""
+    started: list[list[str]] = []
+
+    class Server:
+        alive = True
+
+        def __init__(self, subcommand: str, arguments: list[str], **_: object) -> None:
+            started.append([subcommand, *arguments])
+
+        def request(self, message: dict, **_: object) -> dict:
+            Path(message["out"]).write_text("{}")
+            return {"exit": 0}
+
+        def close(self, **_: object) -> None:
+            self.alive = False
+
+    def run_command(subcommand: str, arguments: list[str], **_: object) -> object:
+        started.append([subcommand, *arguments[1:]])
+        Path(arguments[arguments.index("--out") + 1]).write_text("{}")
+        return type("Finished", (), {"returncode": 0})()
+
+    monkeypatch.setattr(evaluation, "EvaluatorServer", Server)
+    monkeypatch.setattr(evaluation, "run_evaluator_command", run_command)
+    return started
 
 
 def campaign(tmp_path: Path, *, warm: bool) -> loop.CampaignEvaluator:
@@ -42,22 +74,7 @@ def campaign(tmp_path: Path, *, warm: bool) -> loop.CampaignEvaluator:
 
 
 def test_a_warm_campaigns_server_runs_its_rounds_without_the_sanitizer(tmp_path, monkeypatch):
-    started: list[list[str]] = []
-
-    class Server:
-        alive = True
-
-        def __init__(self, subcommand: str, arguments: list[str], **_: object) -> None:
-            started.append([subcommand, *arguments])
-
-        def request(self, message: dict, **_: object) -> dict:
-            Path(message["out"]).write_text("{}")
-            return {"exit": 0}
-
-        def close(self, **_: object) -> None:
-            self.alive = False
-
-    monkeypatch.setattr(evaluation, "EvaluatorServer", Server)
+    started = fake_evaluator(monkeypatch)
     with campaign(tmp_path, warm=True) as evaluate:
         evaluate("rms_norm", "source", 1)
     [(subcommand, *arguments)] = started
@@ -66,17 +83,9 @@ def test_a_warm_campaigns_server_runs_its_rounds_without_the_sanitizer(tmp_path,
 
 
 def test_a_cold_round_runs_without_the_sanitizer(tmp_path, monkeypatch):
-    started: list[list[str]] = []
-
-    def run_command(subcommand: str, arguments: list[str], **_: object) -> object:
-        started.append([subcommand, *arguments])
-        out = arguments[arguments.index("--out") + 1]
-        Path(out).write_text("{}")
-        return type("Finished", (), {"returncode": 0})()
-
-    monkeypatch.setattr(evaluation, "run_evaluator_command", run_command)
+    started = fake_evaluator(monkeypatch)
     campaign(tmp_path, warm=False)("rms_norm", "source", 1)
-    [(subcommand, _bundle, *arguments)] = started
+    [(subcommand, *arguments)] = started
     assert subcommand == "run"
     assert sanitizer_tools("run", arguments) == ()
 
@@ -86,11 +95,6 @@ def test_the_kept_kernels_full_evaluation_keeps_the_sanitizer_on_cuda(settings):
     tools = sanitizer_tools("run", [*shards._evaluator_options(), "--device", "cuda"])
     assert tools == sanitizer.DEFAULT_TOOLS
     assert tools  # memcheck at least: the verdict check of a submission
-
-
-def parsed(subcommand: str, arguments: list[str]):
-    head = [subcommand, "bundle"] if subcommand == "run" else [subcommand]
-    return build_parser().parse_args([*head, *arguments])
 
 
 def test_rounds_measure_with_the_round_policy_and_the_kept_kernels_with_the_full_one(settings):
@@ -109,28 +113,7 @@ def test_a_campaigns_rounds_share_one_reference_timings_folder_of_its_own(
 ):
     """Warm or cold, every round of a campaign names the same eager-timings folder under
     the campaign's working folder, never timed again at random, and the round policy."""
-    started: list[list[str]] = []
-
-    class Server:
-        alive = True
-
-        def __init__(self, subcommand: str, arguments: list[str], **_: object) -> None:
-            started.append([subcommand, *arguments])
-
-        def request(self, message: dict, **_: object) -> dict:
-            Path(message["out"]).write_text("{}")
-            return {"exit": 0}
-
-        def close(self, **_: object) -> None:
-            self.alive = False
-
-    def run_command(subcommand: str, arguments: list[str], **_: object) -> object:
-        started.append([subcommand, *arguments[1:]])  # the bundle left out
-        Path(arguments[arguments.index("--out") + 1]).write_text("{}")
-        return type("Finished", (), {"returncode": 0})()
-
-    monkeypatch.setattr(evaluation, "EvaluatorServer", Server)
-    monkeypatch.setattr(evaluation, "run_evaluator_command", run_command)
+    started = fake_evaluator(monkeypatch)
     with campaign(tmp_path / "one", warm=warm) as evaluate:
         evaluate("rms_norm", "source", 1)
         evaluate("rms_norm", "source", 2)
