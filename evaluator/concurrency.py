@@ -106,14 +106,22 @@ class TimingGate:
     """The child's end of the timing window: its safe points and its windows.
 
     ``control_fd`` is the job pipe, kept open; ``send`` the signed result channel's send;
-    ``sync`` waits for the device's work (so a paused child leaves nothing running)."""
+    ``sync`` waits for the device's work (so a paused child leaves nothing running);
+    ``release`` hands the device memory this child holds but does not use back to the
+    device (PyTorch's cached blocks), at each shape and each pause, so that a shape of
+    another operator does not run out of memory that this one merely keeps."""
 
     def __init__(
-        self, control_fd: int, send: Callable[[Mapping[str, Any]], None], sync: Callable[[], None]
+        self,
+        control_fd: int,
+        send: Callable[[Mapping[str, Any]], None],
+        sync: Callable[[], None],
+        release: Callable[[], None] = lambda: None,
     ) -> None:
         self._fd = control_fd
         self._send = send
         self._sync = sync
+        self._release = release
         self._reader = FrameReader()
         self._pending: list[dict[str, Any]] = []
         self._since = _monotonic()
@@ -141,20 +149,38 @@ class TimingGate:
         self._since = _monotonic()
 
     def checkpoint(self) -> None:
-        """A safe point (between variants and shapes): if the runner asked this child to
-        pause, finish the device's work, say so and wait until it may go on."""
+        """A safe point between variants and shapes: the memory the last one left cached
+        is released; if the runner asked this child to pause, finish the device's work,
+        say so and wait until it may go on. What follows is a new shape's checks."""
+        self._release()
+        self.safe_point()
+        self._since = _monotonic()
+
+    def safe_point(self) -> None:
+        """A safe point inside a shape's checks (``evaluator.correctness.check_shape``:
+        before each trial after the first and before each reference call), where nothing
+        of the candidate's runs: pause here if asked. The shape's checks go on after it,
+        so whether another child ran beside them is still counted from their start. Without
+        these a window waited for the longest shape of every other child (up to 5.2 s on the
+        H200 for unified_attention's and block_scaled_mm's) while the children already
+        paused sat idle."""
         while (frame := self._frame(block=False)) is not None:
             if frame.get("control") == "pause":
                 self._sync()
+                self._release()
                 self._send({"event": "paused"})
                 self._wait_for("resume")
-        self._since = _monotonic()
 
     @contextlib.contextmanager
-    def window(self, shape_id: str) -> Iterator[bool]:
+    def window(self, shape_id: str, purpose: str = "timing") -> Iterator[bool]:
         """Hold the timing window for one shape: yields whether another child ran since
-        this shape's checks began (its watched figures may then be distorted)."""
-        self._send({"event": "timing_request", "shape_id": shape_id, "since": self._since})
+        this shape's checks began (its watched figures may then be distorted). ``purpose``
+        names a window held for something else than timing (``alone``: a shape's checks
+        run again with every other child paused), for the digest."""
+        request: dict[str, Any] = {"event": "timing_request", "shape_id": shape_id}
+        if purpose != "timing":
+            request["purpose"] = purpose
+        self._send({**request, "since": self._since})
         grant = self._wait_for("grant")  # a pause sent meanwhile is moot: this child waits
         try:
             yield bool(grant.get("shared"))
@@ -296,6 +322,7 @@ class TimingWindow:
                 slot.request = {
                     "operator": operator,
                     "shape_id": str(message.get("shape_id")),
+                    "purpose": str(message.get("purpose") or "timing"),
                     "since": float(since) if isinstance(since, int | float) else slot.since,
                     "requested": now,
                 }
@@ -361,6 +388,8 @@ class TimingWindow:
                         "shared": shared,
                     }
                 )
+                if head.request["purpose"] != "timing":
+                    self.windows[-1]["purpose"] = head.request["purpose"][:20]
                 self._write(head, "grant", shared=shared)
         if self._holder is None and not self._queue:
             for other in self._slots.values():

@@ -638,6 +638,7 @@ def check_shape(
     pool_plan: Sequence[Mapping[str, Any] | None] | None = None,
     fetch_reference: Callable[[str, str], tuple[Any, str | None]] | None = None,
     pool_record: dict[str, Any] | None = None,
+    safe_point: Callable[[], None] | None = None,
 ) -> ShapeCorrectness:
     """Run ``trials`` correctness trials of one shape (fresh inputs each); stop at a failure.
 
@@ -653,14 +654,21 @@ def check_shape(
     candidate's call (``(output, None)``, or ``(None, why)``: then the reference runs as
     for any trial). ``pool_record`` counts ``pooled`` trials and lists ``recomputed``
     reasons.
+
+    ``safe_point`` (a concurrent run's ``TimingGate.safe_point``) is called before each trial
+    after the first and before each reference call, where the device is idle and none of
+    the candidate's code runs: another operator's timing may pause this child there.
     """
     wrap = call_wrapper or (lambda fn: fn())
+    pause = safe_point or (lambda: None)
     policy = policy or spec.policy
     count = trials if trials is not None else policy.trials
     total = Comparison(True)
     poison_bytes = 0
     phase = PhaseClock(device, phases)
     for trial in range(count):
+        if trial:
+            pause()
         slot = pool_plan[trial] if pool_plan and trial < len(pool_plan) else None
         if slot is not None and fetch_reference is None:
             slot = None
@@ -683,6 +691,7 @@ def check_shape(
             if after_call is not None:
                 after_call()
             returned = snapshot_outputs(candidate_output)
+            pause()
             # The inputs drawn again from the seed, after the call (so the candidate's own
             # copy is all that existed while it ran): it could reach every tensor alive then
             # and rewrite a copy kept from before, reference and hygiene checks with it.

@@ -120,6 +120,52 @@ def evaluate_shape(
     pool: Any = None,
     gate: Any = None,
 ) -> dict[str, Any]:
+    """Correctness, fallback attribution and timing of one shape; a JSON-ready record
+    (``_evaluate_shape``).
+
+    Beside other children (a ``gate``), a shape that ran out of device memory is evaluated
+    once more from the start inside a window of its own (``purpose`` ``alone``: every
+    other child paused at a safe point, its cached memory released), and that second
+    record is the shape's: the memory the others held is not the candidate's failure.
+    ``alone_after`` in the record keeps the first error. Out of memory alone is the
+    candidate's (or the shape's) own, as in a run one operator at a time.
+    """
+    record = _evaluate_shape(
+        job=job, shape=shape, model_class=model_class, guard=guard, pool=pool, gate=gate
+    )
+    if gate is None or "out_of_memory" not in (record.get("codes") or []):
+        return record
+    first_error = record.get("error")
+    del record
+    _free_device_memory(job["device"])
+    with gate.window(str(shape["shape_id"]), purpose="alone"):
+        again = _evaluate_shape(
+            job=job, shape=shape, model_class=model_class, guard=guard, pool=pool, gate=None
+        )
+    again["alone_after"] = {"error": first_error}
+    return again
+
+
+def _free_device_memory(device: str) -> None:
+    """Collect what the failed attempt left and hand PyTorch's cached blocks back."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _evaluate_shape(
+    *,
+    job: Mapping[str, Any],
+    shape: Mapping[str, Any],
+    model_class: Any,
+    guard: Any = None,
+    pool: Any = None,
+    gate: Any = None,
+) -> dict[str, Any]:
     """Correctness, fallback attribution and timing of one shape; a JSON-ready record.
 
     Status is ``pass``, ``incorrect`` or ``runtime_error`` here; the runner turns a pass
@@ -211,6 +257,7 @@ def evaluate_shape(
                 (lambda shape_id, entry: pool.fetch(shape_id, entry, device)) if pool_plan else None
             ),
             pool_record=pool_record,
+            safe_point=gate.safe_point if gate is not None else None,
         )
         record.update(
             max_abs_error=correctness.max_abs_error,

@@ -210,7 +210,17 @@ def shape_entry(
         "reference_pool": _pool_use(measured.get("reference_pool")),
         "fallback_decided_on_first_call": bool(measured.get("fallback_decided_on_first_call")),
         **_watch_confirmed(measured.get("watch_confirmed")),
+        **_alone_after(measured.get("alone_after")),
     }
+
+
+def _alone_after(record: Any) -> dict[str, Any]:
+    """``{"alone_after": {"error": ...}}`` for a shape of a concurrent run that ran out of
+    device memory beside other children and was evaluated again alone
+    (``evaluator.measure.evaluate_shape``): the first attempt's error; nothing otherwise."""
+    if not isinstance(record, Mapping):
+        return {}
+    return {"alone_after": {"error": str(record.get("error") or "")[:2000]}}
 
 
 def _watch_confirmed(record: Any) -> dict[str, Any]:

@@ -1311,6 +1311,30 @@ def _prepare_pool(
     return summary
 
 
+def sanitized_shapes(
+    operators: list[str], shapes: Mapping[str, list[ShapeSpec]], entries: list[dict[str, Any]]
+) -> dict[str, ShapeSpec]:
+    """The shape the sanitizer calls, per operator it checks: the operator's smallest shape
+    (``evaluator.sanitizer.smallest_shape``), where that shape passed or fell back and at
+    least one of the operator's shapes passed. An operator that passed no shape scores 0
+    whatever the sanitizer finds, so it is not checked (docs/decisions.md 21): on the
+    30-operator submission the PyTorch fallbacks' calls under racecheck were 180 of the
+    pass's 190 s, and racecheck's reports on cuBLAS's own kernels could only relabel a
+    fallback ``incorrect``."""
+    by_operator = {entry["operator"]: entry for entry in entries}
+    chosen: dict[str, ShapeSpec] = {}
+    for operator in operators:
+        small = memory_sanitizer.smallest_shape(shapes[operator])
+        statuses = {
+            s["shape_id"]: s["status"] for s in (by_operator.get(operator) or {}).get("shapes", [])
+        }
+        if small is None or statuses.get(small.shape_id) not in ("pass", "fallback"):
+            continue
+        if "pass" in statuses.values():
+            chosen[operator] = small
+    return chosen
+
+
 class SanitizerPass:
     """The compute-sanitizer pass of one run: each checked operator's smallest shape called
     once more under each tool (``evaluator.sanitizer``), after every operator was measured.
@@ -1960,13 +1984,7 @@ def run_bundle(
             if slots.window is not None:
                 environment["concurrency"] = slots.window.digest(concurrency)
             if sanitizer_pass is not None:
-                smallest = {}
-                for operator in with_child:
-                    small = memory_sanitizer.smallest_shape(shapes[operator])
-                    done = {e["operator"]: e for e in entries}.get(operator)
-                    statuses = {s["shape_id"]: s["status"] for s in (done or {}).get("shapes", [])}
-                    if small is not None and statuses.get(small.shape_id) in ("pass", "fallback"):
-                        smallest[operator] = small
+                smallest = sanitized_shapes(with_child, shapes, entries)
                 jobs = {
                     operator: _job(
                         operator=operator,

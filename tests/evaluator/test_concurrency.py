@@ -277,10 +277,14 @@ class _Gate:
     def __init__(self, shared: bool) -> None:
         self.shared = shared
         self.held: list[str] = []
+        self.safe_points = 0
+
+    def safe_point(self) -> None:
+        self.safe_points += 1
 
     @contextmanager
-    def window(self, shape_id: str) -> Iterator[bool]:
-        self.held.append(shape_id)
+    def window(self, shape_id: str, purpose: str = "timing") -> Iterator[bool]:
+        self.held.append(shape_id if purpose == "timing" else f"{shape_id} ({purpose})")
         yield self.shared
 
 
@@ -294,7 +298,9 @@ def evaluate_rms_norm(monkeypatch) -> Iterator[Callable[..., dict[str, Any]]]:
     prepare_monitoring(__import__("torch").device("cpu"))
     imported: list[str] = []
 
-    def run_one(bundle: Path, *, gate: Any = None, slow_first: int = 0) -> dict[str, Any]:
+    def run_one(
+        bundle: Path, *, gate: Any = None, slow_first: int = 0, model: Any = None
+    ) -> dict[str, Any]:
         module = import_candidate(bundle / "rms_norm.py", "rms_norm", bundle)
         imported.append(module.__name__)
         calls = [0]
@@ -315,7 +321,7 @@ def evaluate_rms_norm(monkeypatch) -> Iterator[Callable[..., dict[str, Any]]]:
             "input_kwargs": {"token_count": 3, "hidden_size": 200},
             "q_read": 3 * 200 * 2 + 200 * 2, "q_write": 3 * 200 * 2,
         }  # fmt: skip
-        return evaluate_shape(job=job, shape=shape, model_class=Slowed, gate=gate)
+        return evaluate_shape(job=job, shape=shape, model_class=model or Slowed, gate=gate)
 
     yield run_one
     for name in imported:
@@ -340,6 +346,50 @@ def test_watched_calls_slowed_beside_others_are_watched_again_alone(evaluate_rms
     # Not shared: nothing is measured again, whatever fired.
     lone = evaluate_rms_norm(bundle, gate=_Gate(shared=False), slow_first=TRIALS)
     assert lone["unwatched_error"] and "watch_confirmed" not in lone
+
+
+def test_a_shapes_checks_pause_at_each_trial_and_before_each_reference(evaluate_rms_norm):
+    gate = _Gate(shared=False)
+    record = evaluate_rms_norm(TRITON_BASELINE, gate=gate)
+    assert record["status"] == "pass" and record["trials"] == TRIALS
+    # Before trials 2..n, and before each trial's reference call.
+    assert gate.safe_points == 2 * TRIALS - 1
+    assert gate.held == ["0"]
+
+
+def test_out_of_memory_beside_others_is_evaluated_again_alone(evaluate_rms_norm):
+    import torch
+
+    module = import_candidate(TRITON_BASELINE / "rms_norm.py", "rms_norm", TRITON_BASELINE)
+    failures = [0]
+
+    class OutOfMemoryOnce(module.Model):  # type: ignore[name-defined,misc]
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            if failures[0] == 0:
+                failures[0] += 1
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 256 MiB.")
+            return super().forward(*args, **kwargs)
+
+    gate = _Gate(shared=True)
+    record = evaluate_rms_norm(TRITON_BASELINE, gate=gate, model=OutOfMemoryOnce)
+    assert record["status"] == "pass", record
+    assert "Tried to allocate 256 MiB" in record["alone_after"]["error"]
+    # The second attempt held a window of its own and timed inside it, not in another.
+    assert gate.held == ["0 (alone)"]
+    # Alone (one operator at a time), out of memory is the shape's failure.
+    failures[0] = 0
+    alone = evaluate_rms_norm(TRITON_BASELINE, model=OutOfMemoryOnce)
+    assert alone["status"] == "runtime_error" and alone["codes"] == ["out_of_memory"]
+    assert "alone_after" not in alone
+
+    class AlwaysOutOfMemory(module.Model):  # type: ignore[name-defined,misc]
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            raise torch.OutOfMemoryError("CUDA out of memory.")
+
+    # Out of memory alone as well: the second record, the first error kept beside it.
+    twice = evaluate_rms_norm(TRITON_BASELINE, gate=_Gate(shared=True), model=AlwaysOutOfMemory)
+    assert twice["codes"] == ["out_of_memory"] and "alone_after" in twice
+    sys.modules.pop(module.__name__, None)
 
 
 def test_a_switch_when_unwatched_is_confirmed_when_watched_again(evaluate_rms_norm):
@@ -408,4 +458,51 @@ def test_the_window_pauses_the_others_grants_and_resumes_in_that_order():
     for name in ("a", "c"):
         window.detach(name)
     for fd in (c_read, c_write, *(fd for pair in pipes.values() for fd in pair)):
+        os.close(fd)
+
+
+def test_the_gate_pauses_at_safe_points_and_releases_cached_memory():
+    import os
+    import time
+
+    from evaluator.concurrency import TimingGate, TimingWindow
+    from evaluator.frames import write_frame
+
+    read_fd, write_fd = os.pipe()
+    sent: list[dict[str, Any]] = []
+    calls = {"sync": 0, "release": 0}
+    gate = TimingGate(
+        read_fd,
+        sent.append,
+        lambda: calls.__setitem__("sync", calls["sync"] + 1),
+        lambda: calls.__setitem__("release", calls["release"] + 1),
+    )
+    gate.checkpoint()  # a shape starts: nothing asked, the cache released all the same
+    assert calls == {"sync": 0, "release": 1} and sent == []
+    since = gate._since
+    time.sleep(0.01)
+    write_frame(write_fd, {"control": "pause"})
+    write_frame(write_fd, {"control": "resume"})
+    gate.safe_point()  # inside the shape: paused (the device idle, its cache released)
+    assert sent == [{"event": "paused"}] and calls == {"sync": 1, "release": 2}
+    assert gate._since == since  # the shape's checks are still counted from their start
+    write_frame(write_fd, {"control": "grant", "shared": False})
+    with gate.window("7", purpose="alone") as shared:
+        assert shared is False
+    assert sent[1] == {"event": "timing_request", "shape_id": "7", "purpose": "alone", "since": since}
+    assert sent[2] == {"event": "timing_done", "shape_id": "7"}
+    os.close(read_fd)
+    os.close(write_fd)
+    # The runner's digest names a window held for something other than timing.
+    window = TimingWindow()
+    pipe = os.pipe()
+    hook = window.attach("a", pipe[1], {})
+    hook["on_event"]({"event": "hello"})
+    hook["on_event"]({**sent[1]})
+    hook["on_event"]({"event": "timing_done", "shape_id": "7"})
+    hook["on_event"]({"event": "timing_request", "shape_id": "8", "since": since})
+    first, second = window.windows
+    assert first["purpose"] == "alone" and "purpose" not in second
+    window.detach("a")
+    for fd in pipe:
         os.close(fd)
