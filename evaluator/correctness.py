@@ -639,6 +639,7 @@ def check_shape(
     fetch_reference: Callable[[str, str], tuple[Any, str | None]] | None = None,
     pool_record: dict[str, Any] | None = None,
     safe_point: Callable[[], None] | None = None,
+    settled: Callable[[], bool] | None = None,
 ) -> ShapeCorrectness:
     """Run ``trials`` correctness trials of one shape (fresh inputs each); stop at a failure.
 
@@ -658,6 +659,11 @@ def check_shape(
     ``safe_point`` (a concurrent run's ``TimingGate.safe_point``) is called before each trial
     after the first and before each reference call, where the device is idle and none of
     the candidate's code runs: another operator's timing may pause this child there.
+
+    ``settled`` is asked after each passing trial; True ends the checks there (the fallback
+    monitor's ``ShapeWatch.settled``: the first call decided the shape a fallback, which
+    scores 0 whatever later calls return; docs/decisions.md 16). The result's ``trials``
+    says how many ran.
     """
     wrap = call_wrapper or (lambda fn: fn())
     pause = safe_point or (lambda: None)
@@ -732,6 +738,9 @@ def check_shape(
         # Freed before the next trial's call, not when its names are rebound after it: at
         # the largest outputs a trial's tensors are tens of GB.
         del candidate_inputs, candidate_output, returned, inputs, reference_output
+        if settled is not None and trial + 1 < count and settled():
+            count = trial + 1
+            break
     return ShapeCorrectness(
         True, None, total.max_abs_error, total.mismatch_share, count, total.mean_tolerance_used
     )

@@ -14,7 +14,7 @@ The work is split along its jobs:
 The own-kernel share of a shape is measured over its correctness calls; a correct shape
 under the suite's threshold is a ``fallback`` (``evaluator.results``). A shape whose first
 correctness call launched none of the bundle's own kernels is a fallback from that call
-on, and its other correctness calls run unwatched (``ShapeWatch``).
+on, and its other correctness trials are not run (``ShapeWatch``).
 """
 
 from __future__ import annotations
@@ -93,6 +93,12 @@ class ShapeWatch:
             return
         self._looked = True
         self.decided_on_first_call = self.monitor.first_call_launched_own() is False
+
+    def settled(self) -> bool:
+        """The first call decided the shape a fallback: its later correctness trials are
+        not run (``evaluator.correctness.check_shape``'s ``settled``)."""
+        self._decide()
+        return self.decided_on_first_call
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """Run one candidate call: under the monitor, unless the first call decided."""

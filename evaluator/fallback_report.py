@@ -14,8 +14,8 @@ NO_KERNEL_WARNING = "no device kernel ran during the monitored calls"
 NO_MONITOR_WARNING = "no fallback monitor for this device"
 FIRST_CALL_DECIDED_WARNING = (
     "a shape's first correctness call launched none of the bundle's own kernels: the shape "
-    "is a fallback (own-kernel share 0), decided on that call; its other correctness calls "
-    "were checked for correctness but not watched"
+    "is a fallback (own-kernel share 0), decided on that call; its later correctness trials "
+    "were not run (a fallback scores 0 whatever they return)"
 )
 ALLOCATION_OPS = frozenset(
     {

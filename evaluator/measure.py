@@ -225,7 +225,7 @@ def _evaluate_shape(
         # The correctness calls are also the ones watched for PyTorch fallbacks: every
         # correctness trial (check_shape runs the policy's count); the report comes only when
         # all of them passed. A first call that launched none of the bundle's own kernels
-        # decides the shape (a fallback, untimed): the others are checked but not watched.
+        # decides the shape (a fallback, untimed, scored 0): no later trial runs.
         monitor = ShapeWatch(
             monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=trials),
             decide_on_first_call=fallback_not_timed(0.0, job),
@@ -258,6 +258,7 @@ def _evaluate_shape(
             ),
             pool_record=pool_record,
             safe_point=gate.safe_point if gate is not None else None,
+            settled=monitor.settled,
         )
         record.update(
             max_abs_error=correctness.max_abs_error,

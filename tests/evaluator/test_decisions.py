@@ -16,7 +16,7 @@ DECISIONS = REPO_ROOT / "docs" / "decisions.md"
 CITED_FILE = "docs/decisions.md"
 
 # An item of a numbered list of decisions: "3. **Saturating casts.** ...".
-ITEM = re.compile(r"^(\d+)\. \*\*(.+?)\*\*", re.MULTILINE)
+ITEM = re.compile(r"^(\d+)\. \*\*([^*]+?)\*\*", re.MULTILINE)  # a title may wrap
 # A citation by number of any decisions file: "docs/decisions.md 6", "``x/DECISIONS.md`` 2, 3",
 # "DECISIONS.md 2-3", "docs/decisions.md 2 and 3" (possibly across a line break).
 CITATION = re.compile(r"(?i)([\w./-]*decisions\.md)`*\s+(\d+(?:\s*(?:,|and|-|–)\s*\d+)*)")

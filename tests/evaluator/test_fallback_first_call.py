@@ -140,13 +140,15 @@ def entry_of(record: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_pytorch_bundle_is_decided_on_its_first_call_with_the_same_verdict(evaluate):
     record, watched, calls = evaluate(PYTORCH_EAGER)
-    assert (watched, calls, record["trials"], record["watched_calls"]) == (1, TRIALS, TRIALS, 1)
+    # Decided on the first call, which was checked: no later trial runs (harness 0.3.6).
+    assert (watched, calls, record["trials"], record["watched_calls"]) == (1, 1, 1, 1)
     assert record["fallback_decided_on_first_call"] is True
     assert FIRST_CALL_DECIDED_WARNING in record["warnings"]
     assert any(op["op"].startswith("aten.") for op in record["top_ops"]), record["top_ops"]
     before, watched_before, _ = evaluate(PYTORCH_EAGER, before=True)
     assert watched_before == TRIALS and before["fallback_decided_on_first_call"] is False
-    for key in ("status", "own_kernel_share", "not_timed", "time_s", "trials"):
+    assert before["trials"] == TRIALS
+    for key in ("status", "own_kernel_share", "not_timed", "time_s"):
         assert record.get(key) == before.get(key), key
     assert record["own_kernel_share"] == 0.0 and record["not_timed"] is True
     entry, entry_before = entry_of(record), entry_of(before)
@@ -191,7 +193,7 @@ def test_pytorch_first_then_own_kernels_is_a_fallback(evaluate, tmp_path):
     # Its later calls are its own kernels (by their median a pass, when every call was
     # watched): the first call's PyTorch decided it, and nothing after could undo that.
     record, watched, calls = evaluate(switch_bundle(tmp_path, own_on=list(range(2, 40))))
-    assert (watched, calls, record["watched_calls"]) == (1, TRIALS, 1)
+    assert (watched, calls, record["watched_calls"]) == (1, 1, 1)
     assert record["status"] == "pass" and record["not_timed"] is True
     assert record["own_kernel_share"] == 0.0 and record["fallback_decided_on_first_call"]
     entry = entry_of(record)
@@ -199,12 +201,24 @@ def test_pytorch_first_then_own_kernels_is_a_fallback(evaluate, tmp_path):
     assert entry["roofline_fraction"] is None
 
 
-def test_a_wrong_answer_on_an_unwatched_call_is_still_caught(evaluate, tmp_path):
-    record, watched, calls = evaluate(switch_bundle(tmp_path, own_on=[], wrong_on=[2]))
-    assert watched == 1 and calls == 2 and record["watched_calls"] == 1
+def test_a_wrong_first_answer_is_caught_and_a_decided_shape_runs_no_later_trial(
+    evaluate, tmp_path
+):
+    # Wrong on its first (PyTorch) call: checked before anything is decided, incorrect.
+    record, watched, calls = evaluate(switch_bundle(tmp_path, own_on=[], wrong_on=[1]))
+    assert watched == 1 and calls == 1
     assert record["status"] == "incorrect" and record["codes"] == ["wrong_result"]
-    assert record["trials"] == 2 and "max abs error" in record["error"]
+    assert record["trials"] == 1 and "max abs error" in record["error"]
     assert entry_of(record)["status"] == "incorrect"
+    # Wrong only on its second call: decided a fallback on the first, the second never
+    # runs; it scores 0 either way. Watched on every call (before 0.3.6), it was caught.
+    later, watched, calls = evaluate(switch_bundle(tmp_path / "later", own_on=[], wrong_on=[2]))
+    assert (watched, calls, later["trials"]) == (1, 1, 1)
+    assert entry_of(later)["status"] == "fallback"
+    before, _, calls_before = evaluate(
+        switch_bundle(tmp_path / "before", own_on=[], wrong_on=[2]), before=True
+    )
+    assert calls_before == 2 and before["status"] == "incorrect"
 
 
 # --------------------------------------------------------------------------- CUDA's decision
