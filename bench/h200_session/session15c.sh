@@ -8,11 +8,11 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TOTAL=${BUDGET:-585}; START=$(date +%s); ROOT_OUT=$OUT; WORK=$(mktemp -d)
 rest() { echo $(( TOTAL - ($(date +%s) - START) )); }
 mkdir -p $WORK/concurrent $WORK/gpu
-( export OUT=$WORK/concurrent; export BUDGET=$(( $(rest) - 215 )); source "$HERE/head.sh"
+( export OUT=$WORK/concurrent; export BUDGET=$(( $(rest) - 222 )); source "$HERE/head.sh"
   export ATREX_SANDBOX_MORE_USERS=${ATREX_SANDBOX_MORE_USERS:-65531,65530,65529,65528,65527}
   timeout --kill-after=10 $(( $(left) - 3 )) python3 bench/concurrency_compare.py \
     --suite atrex-bench-v1 --device cuda --kernels examples/bundles/triton-baseline \
-    --concurrency 4 --order K,1 --budget-s $(( $(left) - 8 )) --second-needs-s ${SECOND_NEEDS_S:-200} \
+    --concurrency 4 --order K,1 --budget-s $(( $(left) - 8 )) --second-needs-s ${SECOND_NEEDS_S:-190} \
     --operator-costs bench/h200_session/v1-operator-costs.json \
     --keep $OUT/concurrent-results --json $OUT/concurrent-4.json > $OUT/concurrent-4.txt 2>&1
   mark "concurrency 4 (and 1) rc=$?"
