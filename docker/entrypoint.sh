@@ -11,8 +11,9 @@
 #                  in $CUDA_VISIBLE_DEVICES, one task at a time
 #   gpu-node       one `worker` per GPU of this machine ($ATREX_GPUS, default: every GPU
 #                  nvidia-smi lists), each with its own CUDA_VISIBLE_DEVICES (and, with
-#                  $ATREX_SANDBOX_UID_BASE, its own three sandbox uids: base+3i, +1, +2);
-#                  exits (for a restart) as soon as one of them exits
+#                  $ATREX_SANDBOX_UID_BASE, its own sandbox uids: $ATREX_CONCURRENCY + 2,
+#                  at least three, from base + that many times i); exits (for a restart) as
+#                  soon as one of them exits
 #   anything else is run as given (e.g. `python manage.py createsuperuser`)
 set -euo pipefail
 
@@ -51,16 +52,27 @@ gpu_node() {
     exit 69
   fi
   local pids=() gpu index=0
+  # Children alive at once run as different sandbox users: $ATREX_CONCURRENCY operators'
+  # (evaluator/concurrency.py), the next operator's started ahead and the sanitizer's.
+  local concurrency="${ATREX_CONCURRENCY:-1}"
+  if ! [[ "$concurrency" =~ ^[1-9][0-9]*$ ]]; then
+    echo "entrypoint: ATREX_CONCURRENCY must be a whole number of at least 1, not '$concurrency'" >&2
+    exit 64
+  fi
+  local per_gpu=$((concurrency + 2 > 3 ? concurrency + 2 : 3))
   IFS=, read -ra list <<<"$gpus"
   for gpu in "${list[@]}"; do
     (
-      # Each GPU's evaluation children get sandbox users of their own (three: children
-      # alive at once run as different ones: the next operator's child started ahead, the
-      # sanitizer's), so one GPU's candidate cannot signal another's.
+      # Each GPU's evaluation children get sandbox users of their own, so one GPU's
+      # candidate cannot signal another's.
       if [ -n "${ATREX_SANDBOX_UID_BASE:-}" ] && [ -z "${ATREX_SANDBOX_USER:-}" ]; then
-        export ATREX_SANDBOX_USER=$((ATREX_SANDBOX_UID_BASE + 3 * index))
-        export ATREX_SANDBOX_SECOND_USER=$((ATREX_SANDBOX_UID_BASE + 3 * index + 1))
-        export ATREX_SANDBOX_THIRD_USER=$((ATREX_SANDBOX_UID_BASE + 3 * index + 2))
+        first=$((ATREX_SANDBOX_UID_BASE + per_gpu * index))
+        export ATREX_SANDBOX_USER=$first
+        export ATREX_SANDBOX_SECOND_USER=$((first + 1))
+        export ATREX_SANDBOX_THIRD_USER=$((first + 2))
+        more=""
+        for ((k = 3; k < per_gpu; k++)); do more="${more:+$more,}$((first + k))"; done
+        if [ -n "$more" ]; then export ATREX_SANDBOX_MORE_USERS=$more; fi
       fi
       CUDA_VISIBLE_DEVICES="$gpu" exec "$SELF" worker
     ) &

@@ -1266,12 +1266,18 @@ def descendants(session: int, uid: int | None) -> list[int]:
 TOOLCHAIN_PROGRAMS = frozenset(
     {"ptxas", "cc", "gcc", "g++", "c++", "clang", "clang++", "cc1", "cc1plus", "as", "ld",
      "ld.bfd", "ld.gold", "collect2", "ldconfig", "nvcc", "cicc", "nvlink",
-     "fatbinary", "cudafe++", "ninja", "lto-wrapper", "lto1", "sh", "dash", "bash"}
+     "fatbinary", "cudafe++", "ninja", "lto-wrapper", "lto1", "sh", "dash", "bash",
+     "file", "uname"}
 )  # fmt: skip
 """Programs a child may run below it: the compilers Triton (ptxas, a C compiler for its
-launchers) and PyTorch's extension builds (ninja, nvcc, through a shell) start. Anything
-else, a Python interpreter above all, is the submission computing in a process of its own,
-out of the profiler's and the fallback monitor's sight."""
+launchers) and PyTorch's extension builds (ninja, nvcc, through a shell) start, and the two
+system tools Python's ``platform`` module runs from library code (``file -b`` for
+``platform.architecture()``, ``uname -p`` for ``platform.processor()``; the H200 run of
+session 15 saw a ``file -b`` below an honest child's first call and failed the operator for
+it). Neither computes anything for a submission, and the submission's own attempts to start
+them are still refused by its audit hook. Anything else, a Python interpreter above all, is
+the submission computing in a process of its own, out of the profiler's and the fallback
+monitor's sight."""
 WRITABLE_PLACES = ("/tmp/", "/var/tmp/", "/dev/shm/")
 _PROGRAM_NAME = re.compile(
     r"^(?:[a-z0-9_]+(?:-[a-z0-9_]+)?-linux-gnu[a-z]*-)?(?P<name>.+?)(?:-\d+(?:\.\d+)*)?"

@@ -220,9 +220,10 @@ def test_gpu_node_starts_one_pinned_worker_per_gpu(
     env = production_env(
         tmp_path, ATREX_HARDWARE="cpu-dev", ATREX_GPUS="0,1", ATREX_WORKER_DEVICE="cpu",
         ATREX_FLEET_HEARTBEAT_S="1", ATREX_FLEET_MEASURE_CEILINGS="false",
-        ATREX_SANDBOX_UID_BASE="61000",
+        ATREX_SANDBOX_UID_BASE="61000", ATREX_CONCURRENCY="2",
     )  # fmt: skip
     env.pop("ATREX_SANDBOX_USER", None)
+    env.pop("ATREX_SANDBOX_MORE_USERS", None)
     log = tmp_path / "gpu-node.log"
     node = start(["gpu-node"], env, log)
     host = socket.gethostname()
@@ -240,11 +241,17 @@ def test_gpu_node_starts_one_pinned_worker_per_gpu(
                 variables.get("ATREX_SANDBOX_USER"),
                 variables.get("ATREX_SANDBOX_SECOND_USER"),
                 variables.get("ATREX_SANDBOX_THIRD_USER"),
+                variables.get("ATREX_SANDBOX_MORE_USERS"),
+                variables.get("ATREX_CONCURRENCY"),
             )
     finally:
         code = stop(node, timeout_s=60)
-    # Each GPU's children run as sandbox users of their own.
-    assert users == {"0": ("61000", "61001", "61002"), "1": ("61003", "61004", "61005")}
+    # Each GPU's children run as sandbox users of their own: two operators at once, the
+    # next one started ahead and the sanitizer's, four a GPU.
+    assert users == {
+        "0": ("61000", "61001", "61002", "61003", "2"),
+        "1": ("61004", "61005", "61006", "61007", "2"),
+    }
     workers = {w.name: w for w in WorkerNode.objects.filter(name__in=names)}
     assert {name: w.cuda_visible_devices for name, w in workers.items()} == names
     assert all(w.queues == ["eval.cpu-dev"] and w.concurrency == 1 for w in workers.values())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -405,6 +406,39 @@ def test_processes_below_a_child_that_no_compiler_explains_are_named(tmp_path, m
         kill_tree(leader.pid)
         leader.wait(timeout=10)
     assert survivors(token) == []  # the one that left the session was killed too
+
+
+def test_the_systems_file_below_a_child_is_a_tool_a_copy_in_a_writable_place_is_not(tmp_path):
+    # Python's platform.architecture() runs "file -b" from library code (seen on the H200
+    # below an honest child's first call); a program of that name the child could have
+    # written is the submission's.
+    system_file = shutil.which("file")
+    if system_file is None:
+        pytest.skip("no file(1) on this machine")
+    token = sleep_token()
+    copy = tmp_path / "file"
+    copy.write_bytes(Path("/bin/sleep").read_bytes())
+    copy.chmod(0o755)
+    leader = subprocess.Popen(
+        ["sh", "-c", f'{system_file} -b - & "{copy}" {token} & echo ready; wait'],
+        stdin=subprocess.PIPE,  # file -b - waits on it until it is closed
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert leader.stdout.readline() == b"ready\n"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            names = [line.split("\0")[0] for line in _cmdlines_below(leader.pid)]
+            if system_file in names and str(copy) in names:
+                break
+            time.sleep(0.05)
+        found = foreign_processes(leader.pid, writable=[str(tmp_path)])
+        assert any(f"{copy} ({copy} {token})" in f for f in found), found
+        assert not any(f.split()[1] == os.path.realpath(system_file) for f in found), found
+    finally:
+        kill_tree(leader.pid)
+        leader.wait(timeout=10)
 
 
 def _cmdlines_below(session: int) -> list[str]:
