@@ -80,16 +80,18 @@ def _watched() -> bool:
 
 
 class Switching(torch.nn.Module):
-    """The Triton example's kernel, launched eight times when a PyTorch mode is active (the
-    fallback monitor watching) and once otherwise: its timed calls really are eight times
-    faster than its watched ones."""
+    """The Triton example's kernel, launched sixteen times when a PyTorch mode is active
+    (the fallback monitor watching) and once otherwise: its timed calls really are sixteen
+    times faster than its watched ones. (At eight, its counted ratio timed under the load
+    came out under the check's limit of 5 once in about 16 runs: a shared CPU's cache misses
+    count as the calls' own time.)"""
 
     def __init__(self) -> None:
         super().__init__()
         self.inner = _baseline_rms_norm()
 
     def forward(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        for _ in range(8 if _watched() else 1):
+        for _ in range(16 if _watched() else 1):
             out = self.inner(x, weight)
         return out
 
@@ -125,7 +127,10 @@ def test_an_honest_kernel_watched_on_a_loaded_cpu_is_not_taken_for_a_switch():
     ]
     assert sum(waited) > 0.5 * sum(monitor.call_s), "the load did not take the CPU"
     speedup = unwatched_speedup(timed_s=timing.counted_median_s, watched_s=watched_s)
-    assert speedup is not None and speedup < 2.0, (speedup, monitor.call_s, timing)
+    # Counted time still holds the monitor's own work and the cache misses of a CPU shared
+    # with seven loops: 1.02-2.1 in about 16 runs here (against about 8 by wall time); the
+    # check's limit is 5 (LIMIT), checked below.
+    assert speedup is not None and speedup < 3.0, (speedup, monitor.call_s, timing)
     assert (
         unwatched_path_error("0", "cpu", timed_s=timing.counted_median_s, watched_s=watched_s)
         is None
