@@ -489,7 +489,8 @@ def test_the_gate_pauses_at_safe_points_and_releases_cached_memory():
     write_frame(write_fd, {"control": "grant", "shared": False})
     with gate.window("7", purpose="alone") as shared:
         assert shared is False
-    assert sent[1] == {"event": "timing_request", "shape_id": "7", "purpose": "alone", "since": since}
+    request = {"event": "timing_request", "shape_id": "7", "purpose": "alone", "since": since}
+    assert sent[1] == request
     assert sent[2] == {"event": "timing_done", "shape_id": "7"}
     os.close(read_fd)
     os.close(write_fd)
