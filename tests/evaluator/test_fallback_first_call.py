@@ -201,9 +201,7 @@ def test_pytorch_first_then_own_kernels_is_a_fallback(evaluate, tmp_path):
     assert entry["roofline_fraction"] is None
 
 
-def test_a_wrong_first_answer_is_caught_and_a_decided_shape_runs_no_later_trial(
-    evaluate, tmp_path
-):
+def test_a_wrong_first_answer_is_caught_and_a_decided_shape_runs_no_later_trial(evaluate, tmp_path):
     # Wrong on its first (PyTorch) call: checked before anything is decided, incorrect.
     record, watched, calls = evaluate(switch_bundle(tmp_path, own_on=[], wrong_on=[1]))
     assert watched == 1 and calls == 1
