@@ -1406,6 +1406,8 @@ class SanitizerPass:
         smallest: Mapping[str, ShapeSpec],
         skipped: Mapping[str, str] | None = None,
         reasons: Mapping[str, str] | None = None,
+        own_kernels: Mapping[str, list[str]] | None = None,
+        native: str | None = None,
     ) -> dict[str, Any]:
         """Check the operators of ``jobs`` (those whose smallest shape passed or fell back;
         ``smallest``: that shape) and fail a shape, with code ``memory_error``, at the first
@@ -1465,7 +1467,9 @@ class SanitizerPass:
         failed_before: set[str] = set()
         for tool in self.tools:
             runs, seconds = results[tool]
-            figures = self._judge(tool, runs, by_operator, smallest, failed_before)
+            figures = self._judge(
+                tool, runs, by_operator, smallest, failed_before, own_kernels or {}, native
+            )
             failed_before.update(figures["failed"])
             summary["tools"][tool] = {"operators": plans[tool], "seconds": seconds, **figures}
             if tool == "racecheck":
@@ -1543,11 +1547,18 @@ class SanitizerPass:
         by_operator: dict[str, dict[str, Any]],
         smallest: Mapping[str, ShapeSpec],
         failed_before: set[str],
+        own_kernels: Mapping[str, list[str]],
+        native: str | None,
     ) -> dict[str, Any]:
         """Apply ``tool``'s reports to the operators' entries (``_judge_sanitized``), except
-        for those an earlier tool failed (``failed_before``); its figures for the digest."""
+        for those an earlier tool failed (``failed_before``); its figures for the digest.
+        racecheck's reports inside library kernels only are not the submission's
+        (``evaluator.sanitizer.library_race``; ``own_kernels``: each operator's compiled
+        kernels, ``native``: the bundle's native code): the operator gets a warning and the
+        digest lists them (``library_races``), the verdict stands."""
         failed: list[str] = []
         outside: list[str] = []
+        library: dict[str, list[str]] = {}
         per_operator: dict[str, float] = {}
         for run in runs:
             if run.refused:
@@ -1559,9 +1570,21 @@ class SanitizerPass:
             for operator in run.reached:
                 if operator in failed_before:
                     continue  # keeps the earlier tool's report, its first
+                report = reports[operator]
+                if tool == "racecheck":
+                    report, dropped = memory_sanitizer.without_library_races(
+                        report, own_kernels.get(operator, []), native
+                    )
+                    if dropped:
+                        library[operator] = [f.headline for f in dropped]
+                        by_operator[operator]["warnings"].append(
+                            f"compute-sanitizer (racecheck) reported {len(dropped)} hazard(s) "
+                            f"inside library kernels only ({dropped[0].headline}), not in the "
+                            "submission's code: not counted against it"
+                        )
                 if _judge_sanitized(
                     entry=by_operator[operator], shape=smallest[operator], tool=tool,
-                    report=reports[operator], record=run.records.get(operator) or {},
+                    report=report, record=run.records.get(operator) or {},
                     finished=operator in run.finished, outcome=outcome, log=run.log_path.name,
                 ):  # fmt: skip
                     failed.append(operator)
@@ -1578,24 +1601,34 @@ class SanitizerPass:
             "failed": failed,
             "children": [run.digest() for run in runs],
             **({"outside_operators": outside} if outside else {}),
+            **({"library_races": library} if library else {}),
         }
 
 
-def racecheck_skips(
-    operators: list[str], *, sandbox: Sandbox, bundle_dir: Path
-) -> tuple[dict[str, str], dict[str, str]]:
+@dataclass
+class RacecheckPlan:
+    """What racecheck needs to know of a run's operators (``racecheck_skips``): which it can
+    skip and why the others need it, the kernels each operator's regular child compiled
+    (their labels, ``evaluator.sanitizer.cache_kernels``) and the bundle's native code."""
+
+    skipped: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    kernels: dict[str, list[str]] = field(default_factory=dict)
+    native: str | None = None
+
+
+def racecheck_skips(operators: list[str], *, sandbox: Sandbox, bundle_dir: Path) -> RacecheckPlan:
     """Which ``operators`` racecheck (shared-memory hazards) can skip, and why the others
     need it (``evaluator.sanitizer.racecheck_reason``), from the kernels each operator's
     regular child compiled (its Triton cache, ``Sandbox.cache_folder``) and the bundle's
-    native code: (skipped, reasons), each operator: why."""
-    native = memory_sanitizer.native_code(bundle_dir)
-    skipped: dict[str, str] = {}
-    reasons: dict[str, str] = {}
+    native code."""
+    plan = RacecheckPlan(native=memory_sanitizer.native_code(bundle_dir))
     for operator in operators:
         kernels = memory_sanitizer.cache_kernels(sandbox.cache_folder(operator))
-        needed, why = memory_sanitizer.racecheck_reason(kernels, native)
-        (reasons if needed else skipped)[operator] = why
-    return skipped, reasons
+        plan.kernels[operator] = sorted(kernels)
+        needed, why = memory_sanitizer.racecheck_reason(kernels, plan.native)
+        (plan.reasons if needed else plan.skipped)[operator] = why
+    return plan
 
 
 def _judge_sanitized(
@@ -2000,16 +2033,13 @@ def run_bundle(
                     )
                     for operator in smallest
                 }
-                skipped: dict[str, str] = {}
-                reasons: dict[str, str] = {}
+                plan = RacecheckPlan()
                 if "racecheck" in tools:
-                    skipped, reasons = racecheck_skips(
-                        list(smallest), sandbox=sandbox, bundle_dir=bundle_dir
-                    )
+                    plan = racecheck_skips(list(smallest), sandbox=sandbox, bundle_dir=bundle_dir)
                 try:
                     environment["sanitizer"] = sanitizer_pass.run(
-                        entries=entries, jobs=jobs, smallest=smallest, skipped=skipped,
-                        reasons=reasons,
+                        entries=entries, jobs=jobs, smallest=smallest, skipped=plan.skipped,
+                        reasons=plan.reasons, own_kernels=plan.kernels, native=plan.native,
                     )  # fmt: skip
                 except (SandboxError, OSError) as exc:
                     # The measured results stand; the digest says the check did not run.

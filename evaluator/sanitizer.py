@@ -513,3 +513,49 @@ def racecheck_reason(kernels: Mapping[str, bool], native: str | None) -> tuple[b
     if native is not None:
         return True, f"cannot tell: {native}"
     return False, f"none of its {len(kernels)} compiled kernel(s) uses shared memory"
+
+
+# --------------------------------------------------------------------------- library kernels' races
+
+LIBRARY_KERNEL = re.compile(r"nvjet_|xmma|cutlass|cublas|cudnn|at::native::|at_cuda_detail", re.I)
+"""Names of kernels that come with NVIDIA's libraries (cuBLAS's ``nvjet_sm90_...`` and
+``..._xmma_...`` GEMMs, CUTLASS, cuDNN) or PyTorch's own (``at::native::``)."""
+_RACE_ACCESS = re.compile(r"\b(?:Read|Write) access at (.+?)\+0x[0-9a-f]+", re.I)
+
+
+def race_kernels(finding: Finding) -> list[str]:
+    """The kernels a racecheck report names (its two accesses), from its headline and the
+    line under it ("Error: Race reported between Read access at K+0xb00" / "and Write access
+    at K+0x2aa0")."""
+    return [m.group(1).strip() for line in (finding.headline, *finding.details[:2])
+            for m in _RACE_ACCESS.finditer(line)]  # fmt: skip
+
+
+def library_race(finding: Finding, own_kernels: Iterable[str], native: str | None) -> bool:
+    """Whether a racecheck report lies inside library kernels only, not the submission's
+    code: every kernel it names is a library's by name (``LIBRARY_KERNEL``) and none of the
+    kernels the operator's regular child compiled (``own_kernels``: their names, from its
+    Triton cache); never when the bundle may launch code no Triton cache lists (``native``),
+    when that cache lists no kernel (what the submission ran cannot be told) or the report
+    names no kernel. A shared-memory hazard inside a library's kernel is the
+    library's (racecheck reports hazards in cuBLAS's sm90 GEMMs, whose barriers it does not
+    follow: the H200 run of session 15), whatever arguments the submission passed; memcheck's
+    reports are never dropped this way (an out-of-bounds access in a library kernel can be
+    the submission's arguments)."""
+    own = {name.split(" (")[0] for name in own_kernels}
+    if native is not None or finding.kind != "race" or not own:
+        return False
+    named = race_kernels(finding)
+    return bool(named) and all(LIBRARY_KERNEL.search(k) and k not in own for k in named)
+
+
+def without_library_races(
+    report: SanitizerReport, own_kernels: Iterable[str], native: str | None
+) -> tuple[SanitizerReport, list[Finding]]:
+    """``report`` less its races inside library kernels (``library_race``), and those."""
+    own = list(own_kernels)
+    dropped = [f for f in report.findings if library_race(f, own, native)]
+    if not dropped:
+        return report, []
+    kept = [f for f in report.findings if f not in dropped]
+    return SanitizerReport(tool=report.tool, findings=kept, errors=len(kept) or None), dropped

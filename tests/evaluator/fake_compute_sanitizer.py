@@ -5,7 +5,8 @@ Takes the real tool's command line (``--tool``, ``--log-file``, the options
 ``evaluator.sanitizer.command`` adds, then the program), writes its banner, reports and
 summary to the log file in the real tool's documented format, and runs the program. It
 cannot see memory accesses: a test bundle tells it of one by writing ``oob <kernel>`` to
-the descriptor in ``FAKE_SANITIZER_FD``, a channel only the fake reads, as only the real
+the descriptor in ``FAKE_SANITIZER_FD`` (``race <kernel>``: a shared-memory race inside that
+kernel, reported under ``--tool racecheck`` only), a channel only the fake reads, as only the real
 tool sees a kernel's accesses. The report is written by the fake, a little later (as the
 real tool's reports come from another process), never by the program. Run as
 ``fake_compute_sanitizer_refusing_fd_paths.py`` (a link to this file) it refuses a
@@ -28,6 +29,11 @@ REPORT = """\
 =========     at {kernel}+0x1d0 in {kernel}.py:14
 =========     by thread (0,0,0) in block (0,0,0)
 =========     Address 0x7f3e5a000400 is out of bounds
+=========
+"""
+RACE = """\
+========= Error: Race reported between Read access at {kernel}+0xb00
+=========     and Write access at {kernel}+0x2aa0 [256 hazards]
 =========
 """
 
@@ -56,6 +62,10 @@ def main(argv: list[str]) -> int:
                     time.sleep(0.01)  # the real tool's reports come from another process
                     errors[0] += 1
                     log.write(REPORT.format(kernel=kernel or "kernel"))
+                elif kind == "race" and options.get("--tool") == "racecheck":
+                    time.sleep(0.01)
+                    errors[0] += 1
+                    log.write(RACE.format(kernel=kernel or "kernel"))
 
     reader = threading.Thread(target=report)
     reader.start()

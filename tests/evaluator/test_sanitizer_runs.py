@@ -85,6 +85,16 @@ def _after(fd):
     _os.kill(_os.getpid(), signal.SIGKILL)
 """,
     "honest": "\ndef _after(fd):\n    pass\n",
+    # Its call runs a cuBLAS GEMM in which racecheck reports a hazard (as on the H200).
+    "library_race": """
+def _after(fd):
+    _os.write(fd, b"race nvjet_sm90_tst_64x8_64x16_4x1_v_bz_bias_TNT\\n")
+""",
+    # A race inside its own compiled kernel.
+    "own_race": """
+def _after(fd):
+    _os.write(fd, b"race _silu_kernel\\n")
+""",
 }
 # What the Triton interpreter never writes: a compiled kernel in the regular child's own
 # Triton cache, as Triton lays it out (<key>/<name>.json with the "shared" bytes it launches
@@ -306,6 +316,40 @@ def test_the_tools_start_ahead_run_at_once_and_racecheck_skips_kernels_without_s
         assert child["ahead_s"] > last["wall_s"] / 2, (child, last["wall_s"])
     assert section["concurrent"] == 2 and _overlap(mem_child, race_child)
     assert section["pass_s"] >= max(memcheck["seconds"], racecheck["seconds"])
+
+
+def test_a_race_racecheck_reports_inside_a_library_kernel_only_is_not_the_submissions(
+    tmp_path, fake_sanitizer
+):
+    roles = {"rms_norm": "library_race", "silu_and_mul": "own_race"}
+    kernels = {
+        "rms_norm": _kernel("_rms_kernel", 16, PTX_WITH_SHARED),
+        "silu_and_mul": _kernel("_silu_kernel", 16, PTX_WITH_SHARED),
+    }
+    bundle = _bundle(tmp_path / "bundle", roles, kernels)
+    results = run_bundle(
+        bundle_path=bundle,
+        suite=_sanitized_shapes_only(list(roles)),
+        hardware="cpu-dev",
+        device="cpu",
+        time_budget_s=0.02,
+        log_dir=tmp_path / "logs",
+        validation_variants=False,
+        sanitizer_tools=("racecheck",),
+    )
+    entries = {e["operator"]: e for e in results["operators"]}
+    racecheck = results["environment"]["sanitizer"]["tools"]["racecheck"]
+    assert racecheck["operators"] == ["rms_norm", "silu_and_mul"]
+    # cuBLAS's hazard stays cuBLAS's: the operator passes, with a warning and the digest.
+    assert entries["rms_norm"]["verdict"] == "pass", entries["rms_norm"]["shapes"]
+    assert _memory_errors(entries["rms_norm"]) == []
+    assert any("inside library kernels only" in w for w in entries["rms_norm"]["warnings"])
+    (headline,) = racecheck["library_races"]["rms_norm"]
+    assert "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_bias_TNT" in headline
+    # A hazard in its own kernel fails it.
+    (caught,) = _memory_errors(entries["silu_and_mul"])
+    assert "a shared-memory data race" in caught["error"] and "_silu_kernel" in caught["error"]
+    assert racecheck["failed"] == ["silu_and_mul"]
 
 
 @pytest.mark.slow

@@ -361,6 +361,44 @@ def test_races_are_errors_and_racecheck_warnings_are_not():
     assert hazard.errors == 1
 
 
+# The report racecheck wrote on the H200 (session 15) for a cuBLAS GEMM that PyTorch ran.
+NVJET = "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_bias_TNT"
+RACECHECK_CUBLAS = (
+    f"========= Error: Race reported between Read access at {NVJET}+0xb00\n"
+    f"=========     and Write access at {NVJET}+0x2aa0 [256 hazards]\n"
+    "=========\n"
+)
+
+
+def test_a_race_inside_library_kernels_only_is_not_the_submissions():
+    own = ["_epilogue_kernel (ABCDEFGH)"]
+    library = sanitizer.parse_report(RACECHECK_CUBLAS, "racecheck")
+    (finding,) = library.findings
+    assert sanitizer.race_kernels(finding) == [NVJET, NVJET]
+    kept, dropped = sanitizer.without_library_races(library, own, None)
+    assert kept.clean and kept.first_error("s") is None and dropped == [finding]
+    # Its own kernel in the report, or a kernel of that name it compiled: the submission's.
+    mixed = RACECHECK_CUBLAS.replace(f"Write access at {NVJET}", "Write access at _epilogue_kernel")
+    assert (
+        sanitizer.without_library_races(sanitizer.parse_report(mixed, "racecheck"), own, None)[1]
+        == []
+    )
+    named = [f"{NVJET} (12345678)"]
+    assert not sanitizer.without_library_races(library, named, None)[0].clean
+    # Where what the submission ran cannot be told, every race is its.
+    assert not sanitizer.without_library_races(library, own, "native code")[0].clean
+    assert not sanitizer.without_library_races(library, [], None)[0].clean
+    # A race in a kernel of no known library, and memcheck's reports: never dropped.
+    ours = sanitizer.parse_report(RACECHECK_ANALYSIS, "racecheck")
+    assert sanitizer.without_library_races(ours, own, None)[1] == []
+    oob = sanitizer.parse_report(
+        "========= Invalid __global__ read of size 4 bytes\n"
+        "=========     at nvjet_sm90_tst_64x8+0x10\n",
+        "memcheck",
+    )
+    assert sanitizer.without_library_races(oob, own, None)[1] == []
+
+
 def test_uninitialised_reads_are_parsed():
     report = sanitizer.parse_report(INITCHECK, "initcheck")
     assert [f.kind for f in report.findings] == ["uninitialised"]
