@@ -121,7 +121,8 @@ class TimingGate:
         self._fd = control_fd
         self._send = send
         self._sync = sync
-        self._release = release
+        self.release = release
+        """Hand this child's cached device memory back (also at each shape and pause)."""
         self._reader = FrameReader()
         self._pending: list[dict[str, Any]] = []
         self._since = _monotonic()
@@ -152,7 +153,7 @@ class TimingGate:
         """A safe point between variants and shapes: the memory the last one left cached
         is released; if the runner asked this child to pause, finish the device's work,
         say so and wait until it may go on. What follows is a new shape's checks."""
-        self._release()
+        self.release()
         self.safe_point()
         self._since = _monotonic()
 
@@ -167,7 +168,7 @@ class TimingGate:
         while (frame := self._frame(block=False)) is not None:
             if frame.get("control") == "pause":
                 self._sync()
-                self._release()
+                self.release()
                 self._send({"event": "paused"})
                 self._wait_for("resume")
 
@@ -177,10 +178,8 @@ class TimingGate:
         this shape's checks began (its watched figures may then be distorted). ``purpose``
         names a window held for something else than timing (``alone``: a shape's checks
         run again with every other child paused), for the digest."""
-        request: dict[str, Any] = {"event": "timing_request", "shape_id": shape_id}
-        if purpose != "timing":
-            request["purpose"] = purpose
-        self._send({**request, "since": self._since})
+        request = {"event": "timing_request", "shape_id": shape_id, "since": self._since}
+        self._send(request if purpose == "timing" else {**request, "purpose": purpose})
         grant = self._wait_for("grant")  # a pause sent meanwhile is moot: this child waits
         try:
             yield bool(grant.get("shared"))

@@ -9,6 +9,7 @@ it warms up.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 import traceback
@@ -137,24 +138,14 @@ def evaluate_shape(
         return record
     first_error = record.get("error")
     del record
-    _free_device_memory(job["device"])
+    gc.collect()  # what the failed attempt left, before the cache is handed back
+    gate.release()
     with gate.window(str(shape["shape_id"]), purpose="alone"):
         again = _evaluate_shape(
             job=job, shape=shape, model_class=model_class, guard=guard, pool=pool, gate=None
         )
     again["alone_after"] = {"error": first_error}
     return again
-
-
-def _free_device_memory(device: str) -> None:
-    """Collect what the failed attempt left and hand PyTorch's cached blocks back."""
-    import gc
-
-    import torch
-
-    gc.collect()
-    if torch.device(device).type == "cuda":
-        torch.cuda.empty_cache()
 
 
 def _evaluate_shape(

@@ -1404,17 +1404,15 @@ class SanitizerPass:
         entries: list[dict[str, Any]],
         jobs: Mapping[str, dict[str, Any]],
         smallest: Mapping[str, ShapeSpec],
-        skipped: Mapping[str, str] | None = None,
-        reasons: Mapping[str, str] | None = None,
-        own_kernels: Mapping[str, list[str]] | None = None,
-        native: str | None = None,
+        racecheck: RacecheckPlan | None = None,
     ) -> dict[str, Any]:
         """Check the operators of ``jobs`` (those whose smallest shape passed or fell back;
         ``smallest``: that shape) and fail a shape, with code ``memory_error``, at the first
         error the sanitizer reports in its operator's window (a wrong-answer code: the
         operator is ``incorrect``). A call that crashed the child or failed under the tool
-        loses its shape (a loud failure); one that timed out gets a warning. ``skipped``
-        (operator: why) are not racechecked; ``reasons`` say why the others are.
+        loses its shape (a loud failure); one that timed out gets a warning. ``racecheck``
+        (``racecheck_skips``): the operators not racechecked and why, why the others are,
+        and what tells a library kernel's race from the submission's.
 
         Returns what ran, for the environment digest: ``pass_s`` (the pass's wall time, as
         the evaluation sees it), ``concurrent`` (tools run at once), and per tool the
@@ -1424,7 +1422,8 @@ class SanitizerPass:
         began = time.monotonic()
         by_operator = {entry["operator"]: entry for entry in entries}
         pending = [op for op in jobs if op in smallest]
-        skipped = dict(skipped or {})
+        racecheck = racecheck or RacecheckPlan()
+        skipped = racecheck.skipped
         plans = {
             tool: [op for op in pending if not (tool == "racecheck" and op in skipped)]
             for tool in self.tools
@@ -1467,15 +1466,13 @@ class SanitizerPass:
         failed_before: set[str] = set()
         for tool in self.tools:
             runs, seconds = results[tool]
-            figures = self._judge(
-                tool, runs, by_operator, smallest, failed_before, own_kernels or {}, native
-            )
+            figures = self._judge(tool, runs, by_operator, smallest, failed_before, racecheck)
             failed_before.update(figures["failed"])
             summary["tools"][tool] = {"operators": plans[tool], "seconds": seconds, **figures}
             if tool == "racecheck":
                 summary["tools"][tool]["skipped"] = skipped
                 summary["tools"][tool]["reasons"] = {
-                    op: why for op, why in (reasons or {}).items() if op in plans[tool]
+                    op: why for op, why in racecheck.reasons.items() if op in plans[tool]
                 }
         return summary
 
@@ -1547,14 +1544,13 @@ class SanitizerPass:
         by_operator: dict[str, dict[str, Any]],
         smallest: Mapping[str, ShapeSpec],
         failed_before: set[str],
-        own_kernels: Mapping[str, list[str]],
-        native: str | None,
+        racecheck: RacecheckPlan,
     ) -> dict[str, Any]:
         """Apply ``tool``'s reports to the operators' entries (``_judge_sanitized``), except
         for those an earlier tool failed (``failed_before``); its figures for the digest.
         racecheck's reports inside library kernels only are not the submission's
-        (``evaluator.sanitizer.library_race``; ``own_kernels``: each operator's compiled
-        kernels, ``native``: the bundle's native code): the operator gets a warning and the
+        (``evaluator.sanitizer.library_race``, from each operator's compiled kernels and the
+        bundle's native code in ``racecheck``): the operator gets a warning and the
         digest lists them (``library_races``), the verdict stands."""
         failed: list[str] = []
         outside: list[str] = []
@@ -1573,7 +1569,7 @@ class SanitizerPass:
                 report = reports[operator]
                 if tool == "racecheck":
                     report, dropped = memory_sanitizer.without_library_races(
-                        report, own_kernels.get(operator, []), native
+                        report, racecheck.kernels.get(operator, []), racecheck.native
                     )
                     if dropped:
                         library[operator] = [f.headline for f in dropped]
@@ -2038,8 +2034,7 @@ def run_bundle(
                     plan = racecheck_skips(list(smallest), sandbox=sandbox, bundle_dir=bundle_dir)
                 try:
                     environment["sanitizer"] = sanitizer_pass.run(
-                        entries=entries, jobs=jobs, smallest=smallest, skipped=plan.skipped,
-                        reasons=plan.reasons, own_kernels=plan.kernels, native=plan.native,
+                        entries=entries, jobs=jobs, smallest=smallest, racecheck=plan,
                     )  # fmt: skip
                 except (SandboxError, OSError) as exc:
                     # The measured results stand; the digest says the check did not run.

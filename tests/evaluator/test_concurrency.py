@@ -278,9 +278,13 @@ class _Gate:
         self.shared = shared
         self.held: list[str] = []
         self.safe_points = 0
+        self.released = 0
 
     def safe_point(self) -> None:
         self.safe_points += 1
+
+    def release(self) -> None:
+        self.released += 1
 
     @contextmanager
     def window(self, shape_id: str, purpose: str = "timing") -> Iterator[bool]:
@@ -374,8 +378,9 @@ def test_out_of_memory_beside_others_is_evaluated_again_alone(evaluate_rms_norm)
     record = evaluate_rms_norm(TRITON_BASELINE, gate=gate, model=OutOfMemoryOnce)
     assert record["status"] == "pass", record
     assert "Tried to allocate 256 MiB" in record["alone_after"]["error"]
-    # The second attempt held a window of its own and timed inside it, not in another.
-    assert gate.held == ["0 (alone)"]
+    # The second attempt held a window of its own and timed inside it, not in another,
+    # after the cached memory was handed back.
+    assert gate.held == ["0 (alone)"] and gate.released == 1
     # Alone (one operator at a time), out of memory is the shape's failure.
     failures[0] = 0
     alone = evaluate_rms_norm(TRITON_BASELINE, model=OutOfMemoryOnce)
