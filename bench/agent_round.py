@@ -30,7 +30,9 @@ Columns (seconds, host wall clock):
     ahead     how long the round's child had been up before its job (not in the total):
               a child started ahead of the round shows the previous round's length here
 
-``--json`` is written again after every round, so a run cut short keeps its rounds.
+``--json`` is written again after every round, so a run cut short keeps its rounds;
+``--keep DIR`` keeps each round's results document there (``bench/where_time_goes.py
+--results`` reads one shape by shape).
 
 ``--cold`` uses the per-round ``python -m evaluator run`` (one process per round, every
 cost paid again), the default is the campaign's warm evaluator where there is one.
@@ -88,7 +90,8 @@ def round_phases(results: dict[str, Any], total_s: float) -> dict[str, float]:
         row["import"] += phases["import"]
         row["compile"] += phases["compile"]
         row["checks"] += sum(
-            phases[k] for k in ("setup", "inputs", "candidate", "reference", "compare", "fb_report")
+            phases[k]
+            for k in ("setup", "inputs", "candidate", "reference", "compare", "hooks", "fb_report")
         )
         row["timing"] += phases["timing"] + phases["t_reference"] + phases["t_checks"]
         row["other"] += phases["io"] + phases["exit"] + phases["variants"]
@@ -153,6 +156,9 @@ def main() -> int:
     )
     parser.add_argument("--json", type=Path, default=None, help="write every round here")
     parser.add_argument(
+        "--keep", type=Path, default=None, help="each round's results document into this folder"
+    )
+    parser.add_argument(
         "--full-policy", action="store_true", help="rounds measured with the full policy"
     )
     parser.add_argument(
@@ -206,6 +212,10 @@ def main() -> int:
                     started = time.monotonic()
                     results = evaluate(operator, text, number)
                     total = time.monotonic() - started
+                    if args.keep is not None:
+                        args.keep.mkdir(parents=True, exist_ok=True)
+                        kept = args.keep / f"{operator}-round-{number}.json"
+                        kept.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
                     row = round_phases(results, total)
                     outcome = statuses(results)
                     measured = (results.get("environment") or {}).get("measurement") or {}

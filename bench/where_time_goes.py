@@ -16,7 +16,11 @@ divides every operator's turn into the phases the harness records in results.jso
                 call decided the shape a fallback: harness 0.3.2)
     reference   the reference's correctness outputs
     compare     comparison and hygiene checks of the correctness outputs
-    fb_report   the fallback monitor's report (what is left of a shape's checks)
+    hooks       around each correctness call: the allocator poisoned before it, the
+                integrity checks and the output's copy after it, and whether the first call
+                settled the shape (harness 0.3.7; before, in ``fb_report``)
+    fb_report   the fallback monitor's report (what is left of a shape's checks; measured
+                apart as ``fb_report`` since harness 0.3.7)
     timing      the candidate's timing loop (its hooks: ``timed_inputs``, ``timed_checks``)
     t_reference the reference's timing
     t_checks    the timed calls' fresh inputs and output checks (outside the timed region)
@@ -51,12 +55,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 COLUMNS = (
     "ahead", "start", "harness", "import", "variants", "setup", "inputs", "compile",
-    "candidate", "reference", "compare", "fb_report", "timing", "t_reference", "t_checks",
+    "candidate", "reference", "compare", "hooks", "fb_report", "timing", "t_reference", "t_checks",
     "io", "exit",
 )  # fmt: skip
 """Table columns in order; ``ahead`` is hidden behind the previous operator (not in the
 operator's wall time), the others add up to it."""
-CHECK_PARTS = ("setup", "inputs", "compile", "candidate", "reference", "compare")
+CHECK_PARTS = ("setup", "inputs", "compile", "candidate", "reference", "compare", "hooks")
 """The parts of a shape's correctness checks that the harness times apart."""
 
 
@@ -78,6 +82,7 @@ def operator_phases(entry: dict[str, Any]) -> dict[str, float]:
             "candidate": wall.get("candidate", 0.0),
             "reference": wall.get("reference", 0.0),
             "compare": wall.get("compare", 0.0),
+            "hooks": wall.get("hooks", 0.0),
             # The loop's hooks (inputs refilled, the first call checked) are outside the
             # timed region but inside the loop: counted as checks, not as timing.
             "timing": wall.get("timed_candidate", 0.0)

@@ -686,7 +686,8 @@ def check_shape(
         with torch.inference_mode():
             with phase("inputs"):
                 candidate_inputs = spec.make_inputs(device=device, seed=seed, **dict(input_kwargs))
-            poison_allocator(device, max(poison_bytes, input_nbytes(candidate_inputs)))
+            with phase("hooks"):
+                poison_allocator(device, max(poison_bytes, input_nbytes(candidate_inputs)))
             with phase("candidate_first" if trial == 0 else "candidate"):
                 candidate_output = wrap(
                     functools.partial(
@@ -694,9 +695,10 @@ def check_shape(
                     )
                 )
                 _synchronize(device)
-            if after_call is not None:
-                after_call()
-            returned = snapshot_outputs(candidate_output)
+            with phase("hooks"):  # the integrity checks after the call, the output's copy
+                if after_call is not None:
+                    after_call()
+                returned = snapshot_outputs(candidate_output)
             pause()
             # The inputs drawn again from the seed, after the call (so the candidate's own
             # copy is all that existed while it ran): it could reach every tensor alive then
@@ -738,9 +740,12 @@ def check_shape(
         # Freed before the next trial's call, not when its names are rebound after it: at
         # the largest outputs a trial's tensors are tens of GB.
         del candidate_inputs, candidate_output, returned, inputs, reference_output
-        if settled is not None and trial + 1 < count and settled():
-            count = trial + 1
-            break
+        if settled is not None and trial + 1 < count:
+            with phase("hooks"):
+                decided = settled()
+            if decided:
+                count = trial + 1
+                break
     return ShapeCorrectness(
         True, None, total.max_abs_error, total.mismatch_share, count, total.mean_tolerance_used
     )

@@ -261,7 +261,8 @@ def _evaluate_shape(
             record.update(status="incorrect", error=correctness.error, codes=["wrong_result"])
             return record
         q_bytes = int(shape.get("q_read") or 0) + int(shape.get("q_write") or 0) or None
-        fallback = report_for(monitor, q_bytes=q_bytes)
+        with PhaseClock(device, phases)("fb_report"):
+            fallback = report_for(monitor, q_bytes=q_bytes)
         record.update(
             own_kernel_share=fallback.own_kernel_share,
             share_by_time=fallback.share_by_time,

@@ -241,7 +241,9 @@ def test_check_shape_adds_where_its_time_went_to_phases():
         phases=phases,
     )
     assert result.ok
-    assert set(phases) == {"inputs", "candidate_first", "candidate", "reference", "compare"}
+    assert set(phases) == {
+        "inputs", "candidate_first", "candidate", "reference", "compare", "hooks"
+    }  # fmt: skip
     assert phases["inputs"] > 1.0  # added to, not replaced
     assert all(seconds > 0 for seconds in phases.values())
 

@@ -40,8 +40,8 @@ SEED = 918273645546372
 # and the parts' own parts.
 SHAPE_PHASES = frozenset(
     {"checks", "timing", "total", "setup", "inputs", "candidate_first", "candidate",
-     "reference", "compare", "timed_candidate", "timed_inputs", "timed_first_check",
-     "timed_checks", "timed_reference"}
+     "reference", "compare", "hooks", "fb_report", "timed_candidate", "timed_inputs",
+     "timed_first_check", "timed_checks", "timed_reference"}
 )  # fmt: skip
 
 

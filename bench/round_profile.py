@@ -1,0 +1,170 @@
+"""Where a round's host seconds go inside one operator's shapes, function by function.
+
+``bench/agent_round.py`` says which phase of a round is slow (compile, checks, timing);
+this says why. It evaluates one operator's shapes in this process, as the child does
+(``evaluator.child.warm_up``, the integrity snapshot, the candidate's import, then
+``evaluator.measure.evaluate_shape`` per shape with the round measurement policy and the
+eager times cached as a campaign's are), without a sandbox: a pass that compiles, then
+``--passes`` more as a round runs them (their phase totals), then one under cProfile (without
+the integrity checks, which take the profiler's hook for tampering), and prints the
+functions with the most cumulative and own time::
+
+    python3 bench/round_profile.py --device cuda [--operator rms_norm] [--suite atrex-bench-v1]
+        [--kernels examples/bundles/triton-baseline] [--shapes full|smoke] [--passes 1]
+        [--limit N] [--top 40] [--json out.json]
+
+Profiling slows Python code (not the device), so read shares, not totals; the plain
+passes give the totals. ``--plain`` skips the profiled pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import functools
+import io
+import json
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from evaluator import child  # noqa: E402
+from evaluator.measure import evaluate_shape  # noqa: E402
+from evaluator.measurement_policy import MeasurementPolicy  # noqa: E402
+from evaluator.suite import load_suite  # noqa: E402
+
+print = functools.partial(print, flush=True)  # noqa: A001 (a run cut short keeps its lines)
+
+ROUND_POLICY = MeasurementPolicy(trials=2, min_reps=5, target_rel_se=0.01)
+"""``agents.loop.ROUND_OPTIONS``'s policy (2 trials, at least 5 timed calls to 1 %)."""
+
+
+def build_job(args: argparse.Namespace) -> dict[str, Any]:
+    suite = load_suite(args.suite).public_only()
+    shapes = suite.shapes_for(args.operator, args.shapes)[: args.limit]
+    bundle = args.kernels.resolve()
+    module = next(bundle.glob(f"{args.operator}.py"), None) or next(
+        bundle.glob(f"**/{args.operator}.py")
+    )
+    return {
+        "operator": args.operator,
+        "bundle_dir": str(bundle),
+        "module_path": str(module.relative_to(bundle)),
+        "device": args.device,
+        "seed": 12345,
+        "time_budget_s": None,
+        "threshold_own_share": 0.5,
+        "validation_variants": False,
+        "measurement": ROUND_POLICY.to_dict(),
+        "shapes": [
+            {
+                "shape_id": s.shape_id,
+                "init_kwargs": s.init_kwargs,
+                "input_kwargs": s.input_kwargs,
+                "q_read": s.q_read,
+                "q_write": s.q_write,
+            }
+            for s in shapes
+        ],
+    }
+
+
+def one_pass(job: dict[str, Any], model_class: Any, guard: Any | None) -> tuple[float, dict, list]:
+    """Every shape once; (wall seconds, phase totals, records)."""
+    totals: dict[str, float] = collections.Counter()
+    records = []
+    started = time.perf_counter()
+    for shape in job["shapes"]:
+        record = evaluate_shape(job=job, shape=shape, model_class=model_class, guard=guard)
+        if guard is not None:
+            guard.check(f"during shape {shape['shape_id']}")
+        for name, seconds in (record.get("wall_s") or {}).items():
+            totals[name] += seconds
+        records.append(record)
+    return time.perf_counter() - started, dict(totals), records
+
+
+def cache_eager(job: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    """The eager times of the first pass kept in the shapes, as a campaign's cache does."""
+    for shape, record in zip(job["shapes"], records, strict=True):
+        if record.get("reference_time_s"):
+            shape["reference_time"] = {
+                "time_s": record["reference_time_s"],
+                "spread_s": record.get("reference_spread_s"),
+                "reps": record.get("reference_reps"),
+            }
+
+
+def profile_table(profiler: cProfile.Profile, key: str, top: int) -> str:
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.strip_dirs().sort_stats(key).print_stats(top)
+    return out.getvalue()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--suite", default="atrex-bench-v1")
+    parser.add_argument("--operator", default="rms_norm")
+    parser.add_argument("--kernels", type=Path, default=ROOT / "examples/bundles/triton-baseline")
+    parser.add_argument("--passes", type=int, default=1)
+    parser.add_argument("--shapes", default="full", choices=("smoke", "full"))
+    parser.add_argument("--limit", type=int, default=None, help="the first N shapes only")
+    parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--plain", action="store_true", help="no profiler (phase totals only)")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+
+    steps: list[tuple[str, float]] = [("start", time.perf_counter())]
+    child.warm_up(args.device, steps)
+    job = build_job(args)
+    spec = child.operator_spec(job)
+    guard = child._integrity_guard(spec)
+    module = child.import_candidate(
+        Path(job["bundle_dir"]) / job["module_path"], job["operator"], Path(job["bundle_dir"])
+    )
+    first_s, first_phases, records = one_pass(job, module.Model, guard)
+    statuses = collections.Counter(r["status"] for r in records)
+    cache_eager(job, records)
+    print(
+        f"{args.operator}: {len(job['shapes'])} public shapes on {args.device}; "
+        f"first pass (compiles, eager timed) {first_s:.2f} s; statuses {dict(statuses)}"
+    )
+    for record in records:
+        if record["status"] != "pass":
+            print(f"  shape {record['shape_id']}: {record['status']}: {record.get('error')}")
+            break
+    report: dict[str, Any] = {"first_pass_s": first_s, "first_phases": first_phases, "passes": []}
+    for index in range(args.passes):
+        wall_s, phases, records = one_pass(job, module.Model, guard)
+        report["passes"].append({"wall_s": wall_s, "phases": phases})
+        phase_text = "  ".join(f"{k} {v:.3f}" for k, v in phases.items())
+        print(f"pass {index + 2}: {wall_s:.2f} s: {phase_text}")
+    profiler = None if args.plain else cProfile.Profile()
+    if profiler is not None:
+        # The integrity guard takes the profiler's hook for tampering: the profiled pass
+        # runs without it (the plain passes above include its checks).
+        profiler.enable()
+        wall_s, phases, records = one_pass(job, module.Model, None)
+        phase_text = "  ".join(f"{k} {v:.3f}" for k, v in phases.items())
+        print(f"profiled pass, no integrity checks: {wall_s:.2f} s: {phase_text}")
+    if profiler is not None:
+        profiler.disable()
+        cumulative = profile_table(profiler, "cumulative", args.top)
+        own = profile_table(profiler, "tottime", args.top)
+        print("\n== by cumulative time\n" + cumulative + "\n== by own time\n" + own)
+        report["cumulative"], report["own"] = cumulative, own
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
