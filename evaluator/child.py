@@ -222,6 +222,11 @@ def run_job(
     from evaluator.static_scan import scan_candidate  # stdlib only; before the snapshot
 
     steps.append(("operator", time.perf_counter()))
+    from evaluator.fallback_cuda import ModuleScanMemo
+
+    # The fallback reports' module scan, shared by this operator's shapes: made before the
+    # candidate exists and held by this loop only (ModuleScanMemo).
+    scans = ModuleScanMemo()
     guard = _integrity_guard(spec)
     steps.append(("snapshot", time.perf_counter()))
     send({"event": "ready"})  # the operator's reference is loaded, the snapshot taken
@@ -302,8 +307,9 @@ def run_job(
             send({"event": "shape", "result": record})
             continue
         record = evaluate(
-            job=job, shape=shape, model_class=module.Model, guard=guard, pool=pool, gate=gate
-        )
+            job=job, shape=shape, model_class=module.Model, guard=guard, pool=pool, gate=gate,
+            scans=scans,
+        )  # fmt: skip
         record["warnings"] = [*scan_warnings, *record.get("warnings", [])]
         if not record.get("tampering"):
             try:

@@ -26,7 +26,11 @@ from typing import Any
 import torch
 
 from evaluator.fallback_cpu import FallbackMonitor, bind_interpreter
-from evaluator.fallback_cuda import CudaFallbackMonitor, prepare_cuda_monitoring
+from evaluator.fallback_cuda import (
+    CudaFallbackMonitor,
+    ModuleScanMemo,
+    prepare_cuda_monitoring,
+)
 from evaluator.fallback_report import FIRST_CALL_DECIDED_WARNING, NO_MONITOR_WARNING, FallbackReport
 
 Monitor = FallbackMonitor | CudaFallbackMonitor
@@ -51,13 +55,17 @@ def monitor_for(
     *,
     own_code_dir: str | os.PathLike[str] | None = None,
     calls: int | None = None,
+    scans: ModuleScanMemo | None = None,
 ) -> Monitor:
     """The fallback monitor for candidate calls on ``device``; ``own_code_dir`` is the
     extracted bundle (on CUDA, kernels built from code there are the submission's);
     ``calls``, how many calls it will watch before its report, if known (on CUDA it
-    then watches the first more cheaply, see ``CudaFallbackMonitor``)."""
+    then watches the first more cheaply, see ``CudaFallbackMonitor``); ``scans``, the
+    child's ``ModuleScanMemo`` (CUDA), which its shapes' reports share."""
     if device.type == "cuda":
-        return CudaFallbackMonitor(own_code_dir=own_code_dir, device=device, calls=calls)
+        return CudaFallbackMonitor(
+            own_code_dir=own_code_dir, device=device, calls=calls, scans=scans
+        )
     return FallbackMonitor(own_code_dir=own_code_dir)
 
 

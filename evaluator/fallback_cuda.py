@@ -263,7 +263,51 @@ def _module_values(module: Any, *, nested: bool) -> Iterable[Any]:
     return chain(values, more)
 
 
-def triton_kernel_names(own_code_dir: Path | None) -> tuple[frozenset[str], frozenset[str]]:
+class ModuleScanMemo:
+    """What ``triton_kernel_names`` found outside the bundle, kept between the shapes of one
+    operator's child while the loaded modules stay the same.
+
+    The scan reads every global of about two thousand modules at each shape's report
+    (about 11 ms on the H200's host, `bench/module_scan.py`; 56 shapes a round). Outside
+    the bundle the names it finds change only when a module is loaded or unloaded, or when a
+    global is added to or removed from one: the key is each module's identity and its
+    globals' count. The bundle's own modules are read in full at every scan (a kernel it
+    builds later is found then), and the files of their kernels resolved afresh.
+
+    What it does not see again: a global of a module outside the bundle rebound, without
+    the count changing, to a Triton kernel defined outside the bundle after the first scan
+    (installed code defines its kernels when it is imported; a module it loads later is a
+    new key). Such a kernel is not the bundle's either way; only its name is missed as a
+    clash with an own kernel of the same name. Held by the child's harness (the shape loop),
+    which the candidate's code cannot reach (no frames, no object lists).
+    """
+
+    __slots__ = ("key", "bundle_modules", "own", "foreign")
+
+    def __init__(self) -> None:
+        self.key: tuple[Any, ...] | None = None
+        self.bundle_modules: list[Any] = []
+        self.own: frozenset[str] = frozenset()
+        self.foreign: frozenset[str] = frozenset()
+
+
+def _modules_key(own_root: str | None) -> tuple[Any, ...]:
+    """The loaded modules with a file, by identity and their globals' count."""
+    key: list[Any] = [own_root]
+    for module in list(sys.modules.values()):
+        if not isinstance(getattr(module, "__file__", None), str):
+            continue
+        try:
+            count = len(vars(module))
+        except TypeError:
+            count = -1
+        key.append((id(module), count))
+    return tuple(key)
+
+
+def triton_kernel_names(
+    own_code_dir: Path | None, memo: ModuleScanMemo | None = None
+) -> tuple[frozenset[str], frozenset[str]]:
     """(own, foreign) names of Triton kernels reachable from loaded modules.
 
     Own: JIT functions (or autotuners, heuristics around them) whose function's source
@@ -271,7 +315,8 @@ def triton_kernel_names(own_code_dir: Path | None) -> tuple[frozenset[str], froz
     modules and one level inside their classes, dicts and lists. Foreign: those defined
     anywhere else, found in every other module's globals (inductor's generated modules
     included; Triton's own language helpers excluded). Without ``own_code_dir``, own means
-    "not installed, not generated".
+    "not installed, not generated". With a ``memo`` (``ModuleScanMemo``), the modules
+    outside the bundle are read again only when the loaded modules changed.
     """
     try:
         from triton.runtime.jit import KernelInterface
@@ -279,21 +324,13 @@ def triton_kernel_names(own_code_dir: Path | None) -> tuple[frozenset[str], froz
         return frozenset(), frozenset()
     own_root = os.path.realpath(own_code_dir) if own_code_dir is not None else None
     installed = _installed_roots()
-    # triton.language's JIT functions are device helpers (tl.softmax, tl.sum), inlined into
-    # kernels, never launched: a kernel named "softmax" must not clash with them.
-    triton_dir = package_dir("triton")
     # Each folder resolved once for the whole scan, not each module's path in full.
     resolve = real_path_resolver()
     own: set[str] = set()
     foreign: set[str] = set()
-    for module in list(sys.modules.values()):
-        filename = getattr(module, "__file__", None)
-        if not isinstance(filename, str):
-            continue
-        if triton_dir and resolve(filename).startswith(triton_dir):
-            continue
-        from_bundle = _is_own_file(filename, own_root, installed, resolve)
-        for value in _module_values(module, nested=from_bundle):
+
+    def read(module: Any, *, nested: bool) -> None:
+        for value in _module_values(module, nested=nested):
             function = _kernel_function(value, KernelInterface)
             if function is None:
                 continue
@@ -301,6 +338,32 @@ def triton_kernel_names(own_code_dir: Path | None) -> tuple[frozenset[str], froz
                 own.add(function.__name__)
             else:
                 foreign.add(function.__name__)
+
+    key = _modules_key(own_root) if memo is not None else None
+    if memo is None or key != memo.key:
+        # triton.language's JIT functions are device helpers (tl.softmax, tl.sum), inlined
+        # into kernels, never launched: a kernel named "softmax" must not clash with them.
+        triton_dir = package_dir("triton")
+        bundle_modules = []
+        for module in list(sys.modules.values()):
+            filename = getattr(module, "__file__", None)
+            if not isinstance(filename, str):
+                continue
+            if triton_dir and resolve(filename).startswith(triton_dir):
+                continue
+            if _is_own_file(filename, own_root, installed, resolve):
+                bundle_modules.append(module)  # read below, at every scan
+                continue
+            read(module, nested=False)
+        if memo is not None:
+            memo.key, memo.bundle_modules = key, bundle_modules
+            memo.own, memo.foreign = frozenset(own), frozenset(foreign)
+    else:
+        own.update(memo.own)
+        foreign.update(memo.foreign)
+        bundle_modules = memo.bundle_modules
+    for module in bundle_modules:
+        read(module, nested=True)
     return frozenset(own), frozenset(foreign)
 
 
@@ -372,9 +435,10 @@ def extension_kernel_names(own_code_dir: Path | None) -> frozenset[str]:
     return frozenset(names)
 
 
-def kernel_origins(own_code_dir: Path | None) -> KernelOrigins:
-    """The submission's kernel names, as loaded in this process now."""
-    own, foreign = triton_kernel_names(own_code_dir)
+def kernel_origins(own_code_dir: Path | None, memo: ModuleScanMemo | None = None) -> KernelOrigins:
+    """The submission's kernel names, as loaded in this process now (``memo``: see
+    ``ModuleScanMemo``)."""
+    own, foreign = triton_kernel_names(own_code_dir, memo)
     return KernelOrigins(
         own_triton=own, foreign_triton=foreign, own_extension=extension_kernel_names(own_code_dir)
     )
@@ -509,9 +573,13 @@ class CudaFallbackMonitor:
         own_code_dir: str | os.PathLike[str] | None = None,
         device: torch.device | None = None,
         calls: int | None = None,
+        scans: ModuleScanMemo | None = None,
     ) -> None:
         self.own_code_dir = Path(own_code_dir) if own_code_dir is not None else None
         self.device = device
+        self.scans = scans
+        """The child's ``ModuleScanMemo``, shared by its shapes' monitors (None: every
+        report reads every loaded module)."""
         self.call_activities: list[list[DeviceActivity]] = []
         self.first_call_device_only = calls is not None and calls > 1
         """With more calls to come (``calls``), the first is profiled without the host's
@@ -556,7 +624,7 @@ class CudaFallbackMonitor:
         if not self.call_activities:
             raise RuntimeError("no call was watched")
         if self._first_call_report is None or self._first_call_report[0] != top:
-            origins = kernel_origins(self.own_code_dir)
+            origins = kernel_origins(self.own_code_dir, self.scans)
             report = self._report_over(self.call_activities[:1], origins, top=top)
             self._first_call_report = (top, report)
         return copy.deepcopy(self._first_call_report[1])
@@ -588,7 +656,7 @@ class CudaFallbackMonitor:
             # Its first call's launchers were not recorded: no share can come of it alone.
             raise RuntimeError("the monitor was told of more calls than it watched")
         steady = self.call_activities[1:] or self.call_activities
-        return self._report_over(steady, kernel_origins(self.own_code_dir), top=top)
+        return self._report_over(steady, kernel_origins(self.own_code_dir, self.scans), top=top)
 
     def _report_over(
         self, steady: list[list[DeviceActivity]], origins: KernelOrigins, *, top: int

@@ -120,9 +120,11 @@ def evaluate_shape(
     guard: Any = None,
     pool: Any = None,
     gate: Any = None,
+    scans: Any = None,
 ) -> dict[str, Any]:
     """Correctness, fallback attribution and timing of one shape; a JSON-ready record
-    (``_evaluate_shape``).
+    (``_evaluate_shape``). ``scans``: the child's ``fallback_cuda.ModuleScanMemo``, which
+    its shapes' fallback reports share (CUDA).
 
     Beside other children (a ``gate``), a shape that ran out of device memory is evaluated
     once more from the start inside a window of its own (``purpose`` ``alone``: every
@@ -132,8 +134,9 @@ def evaluate_shape(
     candidate's (or the shape's) own, as in a run one operator at a time.
     """
     record = _evaluate_shape(
-        job=job, shape=shape, model_class=model_class, guard=guard, pool=pool, gate=gate
-    )
+        job=job, shape=shape, model_class=model_class, guard=guard, pool=pool, gate=gate,
+        scans=scans,
+    )  # fmt: skip
     if gate is None or "out_of_memory" not in (record.get("codes") or []):
         return record
     first_error = record.get("error")
@@ -142,8 +145,9 @@ def evaluate_shape(
     gate.release()
     with gate.window(str(shape["shape_id"]), purpose="alone"):
         again = _evaluate_shape(
-            job=job, shape=shape, model_class=model_class, guard=guard, pool=pool, gate=None
-        )
+            job=job, shape=shape, model_class=model_class, guard=guard, pool=pool, gate=None,
+            scans=scans,
+        )  # fmt: skip
     again["alone_after"] = {"error": first_error}
     return again
 
@@ -156,6 +160,7 @@ def _evaluate_shape(
     guard: Any = None,
     pool: Any = None,
     gate: Any = None,
+    scans: Any = None,
 ) -> dict[str, Any]:
     """Correctness, fallback attribution and timing of one shape; a JSON-ready record.
 
@@ -218,7 +223,7 @@ def _evaluate_shape(
         # all of them passed. A first call that launched none of the bundle's own kernels
         # decides the shape (a fallback, untimed, scored 0): no later trial runs.
         monitor = ShapeWatch(
-            monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=trials),
+            monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=trials, scans=scans),
             decide_on_first_call=fallback_not_timed(0.0, job),
         )
         phases["setup"] = round(_clock() - started, 4)  # reference and Model built

@@ -761,6 +761,63 @@ def test_own_triton_kernels_are_found_by_source_file(tmp_path, monkeypatch):
     assert "softmax" not in origins.foreign_triton
 
 
+def test_a_remembered_module_scan_finds_what_a_fresh_one_finds(tmp_path, monkeypatch):
+    """``ModuleScanMemo``: the modules outside the bundle are read again only when the
+    loaded modules change (a module imported, a global added); the bundle's own modules
+    are read at every scan. Each answer is compared with a scan that remembers nothing."""
+    from evaluator import fallback_cuda
+    from evaluator.fallback_cuda import ModuleScanMemo, triton_kernel_names
+
+    bundle, library = tmp_path / "bundle", tmp_path / "library"
+    bundle.mkdir()
+    library.mkdir()
+    (bundle / "memo_own_mod.py").write_text(JIT_MODULE + "\nLATER = {}\n")
+    (library / "memo_library_mod.py").write_text(FOREIGN_MODULE)
+    (library / "memo_late_mod.py").write_text(FOREIGN_MODULE.replace("library_", "late_"))
+    monkeypatch.syspath_prepend(str(bundle))
+    monkeypatch.syspath_prepend(str(library))
+    for name in ("memo_own_mod", "memo_library_mod", "memo_late_mod"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    own_mod = importlib.import_module("memo_own_mod")
+    library_mod = importlib.import_module("memo_library_mod")
+    memo = ModuleScanMemo()
+    reads = [0]
+    module_values = fallback_cuda._module_values
+
+    def counted(module, *, nested):
+        reads[0] += 1
+        return module_values(module, nested=nested)
+
+    monkeypatch.setattr(fallback_cuda, "_module_values", counted)
+
+    def scan():
+        reads[0] = 0
+        remembered = triton_kernel_names(bundle, memo)
+        read = reads[0]
+        assert remembered == triton_kernel_names(bundle)  # as a fresh scan finds
+        return remembered, read
+
+    (own, foreign), first = scan()
+    assert {"own_plain_kernel", "own_tuned_kernel"} <= own and "library_kernel" in foreign
+    assert first > 100  # every loaded module read
+    _, again = scan()
+    assert again == 1  # nothing changed: the bundle's one module read again, no other
+    # A kernel the bundle builds later, in a container of its module: found at once.
+    own_mod.LATER["k"] = own_mod.triton.jit(own_mod.not_a_kernel)
+    (own, _), again = scan()
+    assert "not_a_kernel" in own and again == 1
+    # A library module imported after the first scan: read.
+    importlib.import_module("memo_late_mod")
+    (_, foreign), again = scan()
+    assert "late_kernel" in foreign and again > 100
+    # A global added to a module outside the bundle: every module read again.
+    library_mod.added_later = library_mod.library_kernel
+    _, again = scan()
+    assert again > 100
+    _, again = scan()
+    assert again == 1
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 def test_extension_function_names_are_read_from_the_shared_object(tmp_path):
     source = tmp_path / "ext.cpp"
