@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from evaluator import child  # noqa: E402
+from evaluator.fallback_cuda import ModuleScanMemo  # noqa: E402
 from evaluator.measure import evaluate_shape  # noqa: E402
 from evaluator.measurement_policy import MeasurementPolicy  # noqa: E402
 from evaluator.suite import load_suite  # noqa: E402
@@ -75,13 +76,17 @@ def build_job(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def one_pass(job: dict[str, Any], model_class: Any, guard: Any | None) -> tuple[float, dict, list]:
+def one_pass(
+    job: dict[str, Any], model_class: Any, guard: Any | None, scans: Any = None
+) -> tuple[float, dict, list]:
     """Every shape once; (wall seconds, phase totals, records)."""
     totals: dict[str, float] = collections.Counter()
     records = []
     started = time.perf_counter()
     for shape in job["shapes"]:
-        record = evaluate_shape(job=job, shape=shape, model_class=model_class, guard=guard)
+        record = evaluate_shape(
+            job=job, shape=shape, model_class=model_class, guard=guard, scans=scans
+        )
         if guard is not None:
             guard.check(f"during shape {shape['shape_id']}")
         for name, seconds in (record.get("wall_s") or {}).items():
@@ -126,11 +131,12 @@ def main() -> int:
     child.warm_up(args.device, steps)
     job = build_job(args)
     spec = child.operator_spec(job)
+    scans = ModuleScanMemo()  # shared by the shapes' fallback reports, as in the child
     guard = child._integrity_guard(spec)
     module = child.import_candidate(
         Path(job["bundle_dir"]) / job["module_path"], job["operator"], Path(job["bundle_dir"])
     )
-    first_s, first_phases, records = one_pass(job, module.Model, guard)
+    first_s, first_phases, records = one_pass(job, module.Model, guard, scans)
     statuses = collections.Counter(r["status"] for r in records)
     cache_eager(job, records)
     print(
@@ -143,7 +149,7 @@ def main() -> int:
             break
     report: dict[str, Any] = {"first_pass_s": first_s, "first_phases": first_phases, "passes": []}
     for index in range(args.passes):
-        wall_s, phases, records = one_pass(job, module.Model, guard)
+        wall_s, phases, records = one_pass(job, module.Model, guard, scans)
         report["passes"].append({"wall_s": wall_s, "phases": phases})
         phase_text = "  ".join(f"{k} {v:.3f}" for k, v in phases.items())
         print(f"pass {index + 2}: {wall_s:.2f} s: {phase_text}")
@@ -152,7 +158,7 @@ def main() -> int:
         # The integrity guard takes the profiler's hook for tampering: the profiled pass
         # runs without it (the plain passes above include its checks).
         profiler.enable()
-        wall_s, phases, records = one_pass(job, module.Model, None)
+        wall_s, phases, records = one_pass(job, module.Model, None, scans)
         phase_text = "  ".join(f"{k} {v:.3f}" for k, v in phases.items())
         print(f"profiled pass, no integrity checks: {wall_s:.2f} s: {phase_text}")
     if profiler is not None:
