@@ -34,7 +34,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluator import child  # noqa: E402
+from evaluator import child, runner  # noqa: E402
+from evaluator.bundle import BundleManifest  # noqa: E402
 from evaluator.fallback_cuda import ModuleScanMemo  # noqa: E402
 from evaluator.measure import evaluate_shape  # noqa: E402
 from evaluator.measurement_policy import MeasurementPolicy  # noqa: E402
@@ -47,33 +48,28 @@ ROUND_POLICY = MeasurementPolicy(trials=2, min_reps=5, target_rel_se=0.01)
 
 
 def build_job(args: argparse.Namespace) -> dict[str, Any]:
+    """The child's job for the operator's public shapes, as the runner writes it."""
     suite = load_suite(args.suite).public_only()
     shapes = suite.shapes_for(args.operator, args.shapes)[: args.limit]
     bundle = args.kernels.resolve()
     module = next(bundle.glob(f"{args.operator}.py"), None) or next(
         bundle.glob(f"**/{args.operator}.py")
     )
-    return {
-        "operator": args.operator,
-        "bundle_dir": str(bundle),
-        "module_path": str(module.relative_to(bundle)),
-        "device": args.device,
-        "seed": 12345,
-        "time_budget_s": None,
-        "threshold_own_share": 0.5,
-        "validation_variants": False,
-        "measurement": ROUND_POLICY.to_dict(),
-        "shapes": [
-            {
-                "shape_id": s.shape_id,
-                "init_kwargs": s.init_kwargs,
-                "input_kwargs": s.input_kwargs,
-                "q_read": s.q_read,
-                "q_write": s.q_write,
-            }
-            for s in shapes
-        ],
-    }
+    manifest = BundleManifest(
+        operators={args.operator: str(module.relative_to(bundle))}, files=[], metadata={}
+    )
+    return runner._job(
+        operator=args.operator,
+        manifest=manifest,
+        bundle_dir=bundle,
+        shapes=shapes,
+        device=args.device,
+        seed=12345,
+        time_budget_s=None,
+        threshold_own_share=suite.threshold_own_share,
+        validation_variants=False,
+        measurement=ROUND_POLICY,
+    )
 
 
 def one_pass(
