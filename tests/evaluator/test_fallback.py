@@ -299,7 +299,7 @@ def test_a_wait_for_anything_but_a_cpu_counts_against_the_call():
     inputs = spec.make_inputs(device=CPU, seed=3, token_count=1, hidden_size=128)
 
     def call():
-        time.sleep(0.05)
+        time.sleep(0.1)
         return model(**inputs)
 
     monitor = FallbackMonitor(own_code_dir=TRITON_BASELINE)
@@ -307,10 +307,11 @@ def test_a_wait_for_anything_but_a_cpu_counts_against_the_call():
         for _ in range(3):
             monitor.call(call)
     report = monitor.report(q_bytes=None)
-    # Counted, not taken off as a wait for a CPU: nearly all of the 50 ms (the kernel may
-    # book the first or last fraction of a millisecond of a sleep as run-queue time, 0.4 ms
-    # in one CI run; a sleep taken off would count ~0).
-    assert min(monitor.call_waited_s) >= 0.045
+    # Counted, not taken off as a wait for a CPU: most of the 100 ms (a sleep taken off
+    # would count ~0). The kernel books the end of a sleep as run-queue time while the
+    # process waits for a CPU: 0.4 ms in one CI run, 5.3 ms of a 50 ms sleep in another on
+    # the loaded 2-core machine (session 16), so the bound leaves 40 ms.
+    assert min(monitor.call_waited_s) >= 0.06
     assert report.share_in_own_kernels < THRESHOLD and report.own_kernel_share < THRESHOLD
     assert report.top_ops[0]["op"].startswith("outside its Triton kernels")
     assert report.share_by_time == 1.0  # no PyTorch compute: the kernels' time alone decides
