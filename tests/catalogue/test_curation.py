@@ -162,6 +162,7 @@ def test_diff_lists_field_level_changes_and_added_removed(catalogue, draft):
     assert sum(new for _, new in importance.values()) == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_publish_freezes_the_rebuilt_definition(catalogue, draft, user):
     services.shape_update(
         shape=draft.shapes.get(operator__slug="rms_norm", shape_id="0"), weight=4.0
@@ -189,6 +190,7 @@ def test_publish_freezes_the_rebuilt_definition(catalogue, draft, user):
         )
 
 
+@pytest.mark.slow
 def test_publish_refuses_kwargs_the_reference_rejects(catalogue, draft):
     before = _snapshot(catalogue)
     shape = draft.shapes.get(operator__slug="rms_norm", shape_id="0")
@@ -221,6 +223,7 @@ def test_shape_row_ordering_is_stable_for_numeric_ids(draft):
     assert len(ids) == Shape.objects.filter(suite_version=draft, enabled=True).count()
 
 
+@pytest.mark.slow
 def test_the_validation_child_runs_outside_any_transaction(catalogue, draft, monkeypatch):
     """On SQLite a write transaction locks the whole database: the worker's heartbeats and
     the reaper must not wait for the seconds the evaluator's validate-suite takes."""
@@ -240,6 +243,7 @@ def test_the_validation_child_runs_outside_any_transaction(catalogue, draft, mon
     assert seen == [depth]  # publish opened no transaction around the check
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_draft_edited_while_it_is_checked_is_not_published(catalogue, monkeypatch):
     draft = services.suite_version_draft_create(from_version=catalogue, version_label="v0.3")

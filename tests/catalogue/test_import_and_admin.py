@@ -83,6 +83,7 @@ def test_import_suite_with_bad_input_names_the_file_and_imports_nothing(tmp_path
     assert not SuiteVersion.objects.filter(version="bad").exists()
 
 
+@pytest.mark.slow
 def test_admin_flow_draft_edit_diff_publish(catalogue, staff, client):
     client.force_login(staff)
     response = client.post(
@@ -120,6 +121,7 @@ def test_admin_flow_draft_edit_diff_publish(catalogue, staff, client):
     assert shape.weight == 2.5
 
 
+@pytest.mark.slow
 def test_admin_publish_refusal_is_shown_as_messages(catalogue, staff, client):
     draft = services.suite_version_draft_create(from_version=catalogue, version_label="v0.3")
     services.shape_update(

@@ -55,6 +55,7 @@ def test_children_are_forked_from_one_warm_server_and_exec_d_without_it(tmp_path
         execd.stop()
 
 
+@pytest.mark.slow
 def test_a_server_that_died_is_replaced_and_its_children_still_reaped(tmp_path, monkeypatch):
     monkeypatch.setenv("ATREX_FORK_SERVER", "cpu")
     sandbox, bundle = _sandbox(tmp_path)

@@ -318,6 +318,7 @@ def test_the_tools_start_ahead_run_at_once_and_racecheck_skips_kernels_without_s
     assert section["pass_s"] >= max(memcheck["seconds"], racecheck["seconds"])
 
 
+@pytest.mark.slow
 def test_a_race_racecheck_reports_inside_a_library_kernel_only_is_not_the_submissions(
     tmp_path, fake_sanitizer
 ):

@@ -183,6 +183,7 @@ def test_meta_refusal_falls_back_to_the_cpu_for_small_shapes_only(draft, monkeyp
     assert warning["shape_id"] == "smoke-0" and "not checked on meta" in warning["message"]
 
 
+@pytest.mark.slow
 def test_the_shipped_v1_suite_validates_without_errors_on_meta():
     started = time.perf_counter()
     report = validate_suite(load_suite("atrex-bench-v1"))

@@ -32,6 +32,7 @@ def test_upload_page_lists_formats_and_rules(admin_client):
     assert "_C::fused_add_rms_norm|sgl_kernel::fused_add_rmsnorm" in page
 
 
+@pytest.mark.slow
 def test_upload_import_report_weights_and_proposal_pages(admin_client, catalogue, vllm_moe_trace):
     response = upload(admin_client, vllm_moe_trace, new_application="qwen-moe", card_hours="80")
     trace = Trace.objects.get()
@@ -87,6 +88,7 @@ def test_a_bad_upload_shows_the_reason_and_keeps_the_file_as_failed(admin_client
     assert 'id="trace-error"' in report.content.decode()
 
 
+@pytest.mark.slow
 def test_an_upload_with_a_bad_rules_file_is_refused_before_anything_is_stored(
     admin_client, tmp_path, plain_trace
 ):

@@ -36,6 +36,7 @@ def test_gzipped_and_plain_json_give_the_same_rows(vllm_moe_trace):
     assert from_gzip.metadata["recording"]["script"] == "scripts/record_trace.py"
 
 
+@pytest.mark.slow
 def test_streamed_reading_matches_json_loads_whatever_the_chunking(plain_trace):
     text = plain_trace.read_text(encoding="utf-8")
     expected = json.loads(text)

@@ -85,6 +85,7 @@ def test_csv_rows_naming_an_unknown_application_or_operator_are_refused_whole():
         services.application_upsert(name="new-app", card_hours=None)
 
 
+@pytest.mark.slow
 def test_a_proposal_is_a_draft_with_new_shapes_whose_diff_is_shown_and_which_publishes(
     catalogue, vllm_moe_trace, user
 ):
