@@ -34,17 +34,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluator import child, runner  # noqa: E402
+from agents import loop  # noqa: E402
+from evaluator import child, cli, runner  # noqa: E402
 from evaluator.bundle import BundleManifest  # noqa: E402
 from evaluator.fallback_cuda import ModuleScanMemo  # noqa: E402
 from evaluator.measure import evaluate_shape  # noqa: E402
-from evaluator.measurement_policy import MeasurementPolicy  # noqa: E402
 from evaluator.suite import load_suite  # noqa: E402
 
 print = functools.partial(print, flush=True)  # noqa: A001 (a run cut short keeps its lines)
 
-ROUND_POLICY = MeasurementPolicy(trials=2, min_reps=5, target_rel_se=0.01)
-"""``agents.loop.ROUND_OPTIONS``'s policy (2 trials, at least 5 timed calls to 1 %)."""
+ROUND_POLICY = cli.measurement_policy(
+    cli.build_parser().parse_args(["run", "bundle", *loop.ROUND_OPTIONS])
+)
+"""The policy a campaign's rounds run with: ``agents.loop.ROUND_OPTIONS`` read as the
+evaluator's command line reads them."""
 
 
 def build_job(args: argparse.Namespace) -> dict[str, Any]:
@@ -155,10 +158,9 @@ def main() -> int:
         # runs without it (the plain passes above include its checks).
         profiler.enable()
         wall_s, phases, records = one_pass(job, module.Model, None, scans)
+        profiler.disable()
         phase_text = "  ".join(f"{k} {v:.3f}" for k, v in phases.items())
         print(f"profiled pass, no integrity checks: {wall_s:.2f} s: {phase_text}")
-    if profiler is not None:
-        profiler.disable()
         cumulative = profile_table(profiler, "cumulative", args.top)
         own = profile_table(profiler, "tottime", args.top)
         print("\n== by cumulative time\n" + cumulative + "\n== by own time\n" + own)

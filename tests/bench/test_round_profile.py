@@ -33,7 +33,8 @@ def test_the_job_is_the_runners_for_the_public_shapes_with_the_round_policy():
     assert job["module_path"] == "rms_norm.py" and job["validation_variants"] is False
     # The round policy of agents.loop.ROUND_OPTIONS ("--trials 2 --min-reps 5 ...").
     options = dict(zip(loop.ROUND_OPTIONS[::2], loop.ROUND_OPTIONS[1::2], strict=True))
-    assert MeasurementPolicy.from_dict(job["measurement"]) == ROUND_POLICY
-    assert ROUND_POLICY.trials == int(options["--trials"])
-    assert ROUND_POLICY.min_reps == int(options["--min-reps"])
-    assert ROUND_POLICY.target_rel_se == float(options["--target-rel-se"])
+    policy = MeasurementPolicy.from_dict(job["measurement"])
+    assert policy == ROUND_POLICY and policy.kind == "round"
+    assert policy.trials == int(options["--trials"])
+    assert policy.min_reps == int(options["--min-reps"])
+    assert policy.target_rel_se == float(options["--target-rel-se"])
