@@ -14,7 +14,10 @@ functions with the most cumulative and own time::
         [--limit N] [--top 40] [--json out.json]
 
 Profiling slows Python code (not the device), so read shares, not totals; the plain
-passes give the totals. ``--plain`` skips the profiled pass.
+passes give the totals. ``--plain`` skips the profiled pass. ``--profile-first`` profiles
+the first pass instead (without the integrity checks): where a new process's first calls go,
+Triton loading its compiled kernels among them (run it after a process that compiled
+them, so that they come from Triton's cache as in a round's child).
 """
 
 from __future__ import annotations
@@ -123,6 +126,9 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None, help="the first N shapes only")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--plain", action="store_true", help="no profiler (phase totals only)")
+    parser.add_argument(
+        "--profile-first", action="store_true", help="profile the first pass (the compiles)"
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
@@ -135,13 +141,21 @@ def main() -> int:
     module = child.import_candidate(
         Path(job["bundle_dir"]) / job["module_path"], job["operator"], Path(job["bundle_dir"])
     )
-    first_s, first_phases, records = one_pass(job, module.Model, guard, scans)
+    first_profiler = cProfile.Profile() if args.profile_first else None
+    if first_profiler is not None:
+        first_profiler.enable()
+    # The profiler's hook reads as tampering: a profiled pass runs without the guard.
+    first_guard = None if first_profiler is not None else guard
+    first_s, first_phases, records = one_pass(job, module.Model, first_guard, scans)
+    if first_profiler is not None:
+        first_profiler.disable()
     statuses = collections.Counter(r["status"] for r in records)
     cache_eager(job, records)
     print(
         f"{args.operator}: {len(job['shapes'])} public shapes on {args.device}; "
         f"first pass (compiles, eager timed) {first_s:.2f} s; statuses {dict(statuses)}"
     )
+    print("first pass: " + "  ".join(f"{k} {v:.3f}" for k, v in first_phases.items()))
     for record in records:
         if record["status"] != "pass":
             print(f"  shape {record['shape_id']}: {record['status']}: {record.get('error')}")
@@ -152,7 +166,12 @@ def main() -> int:
         report["passes"].append({"wall_s": wall_s, "phases": phases})
         phase_text = "  ".join(f"{k} {v:.3f}" for k, v in phases.items())
         print(f"pass {index + 2}: {wall_s:.2f} s: {phase_text}")
-    profiler = None if args.plain else cProfile.Profile()
+    if first_profiler is not None:
+        cumulative = profile_table(first_profiler, "cumulative", args.top)
+        own = profile_table(first_profiler, "tottime", args.top)
+        print("\n== first pass by cumulative time\n" + cumulative + "\n== by own time\n" + own)
+        report["first_cumulative"], report["first_own"] = cumulative, own
+    profiler = None if args.plain or args.profile_first else cProfile.Profile()
     if profiler is not None:
         # The integrity guard takes the profiler's hook for tampering: the profiled pass
         # runs without it (the plain passes above include its checks).

@@ -254,6 +254,7 @@ def run_job(
         harness_dir=str(Path(__file__).parent),
         bundle_dir=str(bundle_dir),
         frame_users=FRAME_USER_CODES,
+        guard=guard,
     )
     try:
         module = import_candidate(bundle_dir / job["module_path"], job["operator"], bundle_dir)
@@ -378,6 +379,7 @@ def run_sanitize_job(job: dict[str, Any], send: Any, go_fd: int | None) -> int:
         harness_dir=str(Path(__file__).parent),
         bundle_dir=str(bundle_dir),
         frame_users=FRAME_USER_CODES,
+        guard=guard,
     )
     device = torch.device(job["device"])
     go = b""

@@ -80,18 +80,23 @@ def real_path_resolver() -> Callable[[str], str]:
     return resolve
 
 
-def mapped_shared_object_names() -> list[str]:
+def mapped_shared_object_names() -> list[str] | None:
     """The file names of the shared objects mapped into this process, as /proc/self/maps
-    names them (each once); empty where there is no such file."""
-    names: dict[str, None] = {}
+    names them (each once; the kernel names a mapping by its file's resolved path); None
+    where there is no such file."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            for line in maps:
-                fields = line.split(maxsplit=5)
-                if len(fields) == 6 and ".so" in fields[5]:
-                    names[fields[5].strip()] = None
+            text = maps.read()
     except OSError:
-        pass  # not Linux: Python extension modules are still found through sys.modules
+        return None
+    names: dict[str, None] = {}
+    # A process with CUDA maps thousands of regions, most of them anonymous: only the
+    # lines that name a shared object are split.
+    for line in text.splitlines():
+        if ".so" in line:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and ".so" in fields[5]:
+                names[fields[5].strip()] = None
     return list(names)
 
 
@@ -144,14 +149,18 @@ def itanium_qualified_name(symbol: str) -> str | None:
 
 
 def loaded_shared_objects() -> set[str]:
-    """Paths of the shared objects loaded in this process (/proc/self/maps, sys.modules)."""
-    paths = {
-        real_path(f)
-        for f in (getattr(m, "__file__", None) for m in list(sys.modules.values()))
-        if isinstance(f, str) and f.endswith(".so")
-    }
-    paths.update(real_path(name) for name in mapped_shared_object_names())
-    return paths
+    """Real paths of the shared objects loaded in this process.
+
+    /proc/self/maps names every one, the Python extension modules among them, by the
+    path the kernel resolved when it was mapped, taken as it is: a link changed later does
+    not move a mapping (harness 0.3.8; before, each name was resolved again at every
+    shape's report, and every module's file read, a few ms a report). Where there is no
+    such file (not Linux), the extension modules' files in ``sys.modules``, resolved."""
+    mapped = mapped_shared_object_names()
+    if mapped is not None:
+        return set(mapped)
+    files = (vars(m).get("__file__") for m in list(sys.modules.values()) if m is not None)
+    return {real_path(f) for f in files if isinstance(f, str) and f.endswith(".so")}
 
 
 _ELF_CACHE: dict[tuple[str, float], frozenset[str]] = {}

@@ -33,7 +33,7 @@ import re
 import sys
 import sysconfig
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 from types import FunctionType
@@ -87,6 +87,24 @@ class KernelOrigins:
     """``__name__`` of JIT functions defined anywhere else (libraries, inductor's cache)."""
     own_extension: frozenset[str] = frozenset()
     """Qualified C++ names (``ns::kernel``) of functions defined in the bundle's .so files."""
+    extension_reader: Callable[[], frozenset[str]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """Reads ``own_extension`` when first needed, in place of the field (see
+    ``extension_names``)."""
+
+    def extension_names(self) -> frozenset[str]:
+        """``own_extension``, or what ``extension_reader`` reads, once, when first asked: a
+        report whose kernels are all launched by PyTorch or named as the bundle's Triton
+        functions never needs them, and reading them reads /proc/self/maps (thousands of
+        lines in a process with CUDA) at every shape's report (harness 0.3.8)."""
+        if self.extension_reader is None:
+            return self.own_extension
+        names = self.__dict__.get("_extension_names")
+        if names is None:
+            names = self.extension_reader()
+            object.__setattr__(self, "_extension_names", names)  # frozen: set once, here
+        return names
 
 
 def _matches_triton_name(kernel: str, names: frozenset[str]) -> str | None:
@@ -119,7 +137,7 @@ def classify_activity(
     triton = matches(activity.name, origins.own_triton)
     if triton is not None:
         return OTHER if triton in origins.foreign_triton else OWN
-    if cxx_qualified_name(activity.name) in origins.own_extension:
+    if cxx_qualified_name(activity.name) in origins.extension_names():
         return OWN
     return OTHER
 
@@ -440,7 +458,9 @@ def kernel_origins(own_code_dir: Path | None, memo: ModuleScanMemo | None = None
     ``ModuleScanMemo``)."""
     own, foreign = triton_kernel_names(own_code_dir, memo)
     return KernelOrigins(
-        own_triton=own, foreign_triton=foreign, own_extension=extension_kernel_names(own_code_dir)
+        own_triton=own,
+        foreign_triton=foreign,
+        extension_reader=lambda: extension_kernel_names(own_code_dir),
     )
 
 
@@ -704,7 +724,7 @@ def prepare_cuda_monitoring(device: torch.device) -> None:
     paths = sysconfig.get_paths()
     roots = {paths.get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
     remember_real_paths(
-        [f for f in files if isinstance(f, str)] + mapped_shared_object_names(),
+        [f for f in files if isinstance(f, str)] + (mapped_shared_object_names() or []),
         [os.path.realpath(root) for root in roots if root],
     )
     torch.cuda.synchronize(device)

@@ -121,8 +121,15 @@ class _Namespace:
             if code is not None:
                 self.codes[name] = code
 
-    def changes(self) -> list[str]:
-        """Names that were replaced, removed, added, or whose function code was swapped."""
+    def functions(self) -> Iterable[tuple[Any, str]]:
+        """(function, label) for each function watched here, methods' own functions too."""
+        for name in self.codes:
+            value = self.saved[name]
+            yield getattr(value, "__func__", value), f"{self.label}.{name}"
+
+    def changes(self, *, codes: bool = True) -> list[str]:
+        """Names that were replaced, removed, added, or (``codes``) whose function code was
+        swapped."""
         found = []
         current = self.namespace
         for name, value in self.saved.items():
@@ -132,7 +139,7 @@ class _Namespace:
                     continue
                 if not _is_torch_rewrap(f"{self.label}.{name}", now):
                     found.append(f"{self.label}.{name}")
-            elif name in self.codes and _code_of(value) != self.codes[name]:
+            elif codes and name in self.codes and _code_of(value) != self.codes[name]:
                 found.append(f"{self.label}.{name}.__code__")
         if not self.allow_new and len(current) != len(self.saved):
             # A submodule imported later appears as a new module attribute: not a change.
@@ -239,11 +246,33 @@ class IntegrityGuard:
                     self._watch_class(f"{name}.{cls.__qualname__}", cls)
         for label, namespace in extra:
             self._watch(label, namespace, allow_new=False)
+        # Assignments to the watched functions' code, recorded by confine_bundle_code's
+        # audit hook as they happen; once it records them, check() reads this instead of
+        # each function's code (see record_code_swaps).
+        self._code_swaps: list[str] = []
+        self._codes_by_hook = False
         self._library_impls = self._impls()
         self._module_hooks = self._global_module_hooks()
         self._signals = _signal_handlers()
         self._modes = self._mode_depths()
         self._threads = _thread_ids()
+
+    def record_code_swaps(self) -> tuple[dict[int, tuple[Any, str]], list[str]]:
+        """For an audit hook that records the code swaps of the functions watched here:
+        (id(function) -> (function, its label), the list to append "label.attribute" to).
+        From now on ``check`` reads that list instead of every function's code: in a
+        process with audit hooks, reading a function's ``__code__``, ``__defaults__`` or
+        ``__kwdefaults__`` is itself an audit event, which made the full check three times
+        slower in the evaluation child; assigning one is one too, so a swap is seen when
+        it is made, even one undone before the next check. Only ``confine_bundle_code``
+        calls this, after installing its hook."""
+        self._codes_by_hook = True
+        functions = {
+            id(function): (function, label)
+            for namespace in self._namespaces
+            for function, label in namespace.functions()
+        }
+        return functions, self._code_swaps
 
     def _watch(self, label: str, namespace: Any, *, allow_new: bool) -> None:
         # A class __dict__ is a read-only proxy that follows the class; it is read live.
@@ -286,9 +315,9 @@ class IntegrityGuard:
 
     def changes(self) -> list[str]:
         """Every change since the snapshot, named ('time.perf_counter_ns', ...)."""
-        found: list[str] = []
+        found: list[str] = list(dict.fromkeys(self._code_swaps))
         for namespace in self._namespaces:
-            found.extend(namespace.changes())
+            found.extend(namespace.changes(codes=not self._codes_by_hook))
         # Kernels of the candidate's own namespaces are its business; a Python-registered
         # kernel for an aten op would change what the reference computes.
         added = self._impls() - self._library_impls
@@ -329,14 +358,18 @@ class IntegrityGuard:
         (cheap enough to run after every timed call).
         """
         if critical_only:
+            codes = not self._codes_by_hook
             found = [
-                change
-                for namespace in self._namespaces
-                if namespace.label in CRITICAL
-                or namespace.label.startswith(
-                    ("evaluator.timing.", "evaluator.correctness.", "evaluator.counted_time.")
-                )
-                for change in namespace.changes()
+                *dict.fromkeys(self._code_swaps),  # any recorded swap: it costs nothing
+                *(
+                    change
+                    for namespace in self._namespaces
+                    if namespace.label in CRITICAL
+                    or namespace.label.startswith(
+                        ("evaluator.timing.", "evaluator.correctness.", "evaluator.counted_time.")
+                    )
+                    for change in namespace.changes(codes=codes)
+                ),
             ]
         else:
             found = self.changes()
@@ -379,6 +412,12 @@ def deny_object_enumeration() -> None:
     sys.addaudithook(hook)
 
 
+CODE_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+"""A function's attributes whose assignment changes what it computes (each assignment is
+an ``object.__setattr__`` audit event)."""
+INSTALLED_EVENT = "atrex.confine_bundle_code.installed"
+"""Raised once by ``confine_bundle_code`` to learn that its hook runs (a confining hook
+already installed keeps any later one out, without an error)."""
 FRAME_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile"})
 FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 """Ways for Python code to get a frame object (audit events; the attributes are reported
@@ -414,7 +453,11 @@ def _stdlib_dir() -> str:
 
 
 def confine_bundle_code(
-    *, harness_dir: str, bundle_dir: str, frame_users: Iterable[Any] = ()
+    *,
+    harness_dir: str,
+    bundle_dir: str,
+    frame_users: Iterable[Any] = (),
+    guard: IntegrityGuard | None = None,
 ) -> None:
     """From now on, refuse frame objects to code of the bundle (``bundle_dir``) and to
     anything it calls, except the harness's ``frame_users`` (code objects, by identity) and
@@ -437,6 +480,9 @@ def confine_bundle_code(
     or a process with a bundle frame on the stack. Installed by the evaluation child just
     before it imports the candidate; an audit hook cannot be removed, and its state lives
     in this closure, which no frame or object list reaches.
+
+    With ``guard``, the hook also records every assignment to the code, defaults or keyword
+    defaults of a function the guard watches (``IntegrityGuard.record_code_swaps``).
     """
     harness = os.path.join(os.path.realpath(harness_dir), "")
     bundle = os.path.join(os.path.realpath(bundle_dir), "")
@@ -523,11 +569,24 @@ def confine_bundle_code(
             frame = frame.f_back
         return False
 
+    watched_functions: dict[int, tuple[Any, str]] = {}
+    code_swaps: list[list[str]] = []  # the guard's record, once the hook is known to run
+    installed: list[bool] = []
+
     def hook(event: str, args: tuple) -> None:
         if event == "sys.addaudithook":
             # A later hook would be handed the frames this one lets the harness have (a
             # RuntimeError here keeps it out, silently: CPython's rule for this event).
             raise RuntimeError("no more audit hooks in an evaluation")
+        if event == "object.__setattr__":
+            if code_swaps and len(args) >= 2 and args[1] in CODE_ATTRIBUTES:
+                held = watched_functions.get(id(args[0]))
+                if held is not None and held[0] is args[0]:
+                    code_swaps[0].append(f"{held[1]}.{args[1]}")
+            return
+        if event == INSTALLED_EVENT:
+            installed.append(True)
+            return
         if event == "object.__getattr__":
             if len(args) < 2 or args[1] not in FRAME_ATTRIBUTES:
                 return
@@ -566,6 +625,11 @@ def confine_bundle_code(
             )
 
     sys.addaudithook(hook)
+    sys.audit(INSTALLED_EVENT)  # a hook already here may have kept this one out, silently
+    if guard is not None and installed:
+        functions, swaps = guard.record_code_swaps()
+        watched_functions.update(functions)
+        code_swaps.append(swaps)
 
 
 def bound_checker(

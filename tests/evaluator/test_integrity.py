@@ -193,3 +193,71 @@ def test_the_harness_copying_its_own_objects_is_not_tampering():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "no change"
+
+
+CODE_WATCH_PROBE = r"""
+import sys, tempfile
+import evaluator.correctness as correctness
+from evaluator.integrity import IntegrityGuard, TamperingError, confine_bundle_code
+
+reads = []
+counting = [False]
+
+def count(event, args):  # installed first: confine_bundle_code keeps later hooks out
+    if counting[0] and event == "object.__getattr__" and args[1] == "__code__":
+        reads.append(args[1])
+
+sys.addaudithook(count)
+
+def code_reads(guard):
+    reads.clear(); counting[0] = True
+    guard.check("now")
+    counting[0] = False
+    return len(reads)
+
+def caught(guard):
+    try:
+        guard.check("after the call")
+    except TamperingError as exc:
+        return exc.message
+    return "nothing"
+
+guard = IntegrityGuard()
+print("reads before:", code_reads(guard))
+bundle = tempfile.mkdtemp()
+confine_bundle_code(harness_dir="evaluator", bundle_dir=bundle, guard=guard)
+print("reads after:", code_reads(guard))
+
+def own(): return 1
+own.__code__ = (lambda: 2).__code__  # not a watched function: the bundle's own business
+print("own swap:", caught(guard))
+
+original = correctness.derive_seed.__code__
+correctness.derive_seed.__code__ = (lambda *a: 0).__code__
+correctness.derive_seed.__code__ = original  # undone before the check
+print("swap undone:", caught(guard))
+
+second = IntegrityGuard()  # a second confinement's hook is kept out by the first
+confine_bundle_code(harness_dir="evaluator", bundle_dir=bundle, guard=second)
+correctness.derive_seed.__defaults__ = (7,)
+print("second guard:", caught(second))
+"""
+
+
+def test_under_the_childs_hook_code_swaps_are_recorded_not_read():
+    # In the child, reading a function's __code__ is an audit event for every hook; the
+    # hook records swaps of the watched functions instead, even one undone before a check.
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", CODE_WATCH_PROBE], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = dict(line.split(": ", 1) for line in done.stdout.strip().splitlines())
+    assert int(lines["reads before"]) > 100  # the plain guard reads every function's code
+    assert lines["reads after"] == "0"
+    assert lines["own swap"] == "nothing"
+    assert "evaluator.correctness.derive_seed.__code__" in lines["swap undone"]
+    # Without a hook of its own, a guard still compares every function's code.
+    assert "evaluator.correctness.derive_seed.__code__" in lines["second guard"]
