@@ -32,7 +32,7 @@ Columns (seconds, host wall clock):
 
 ``--json`` is written again after every round, so a run cut short keeps its rounds;
 ``--keep DIR`` keeps each round's results document there (``bench/where_time_goes.py
---results`` reads one shape by shape).
+--results`` reads one shape by shape), and the warm evaluator server's log.
 
 ``--cold`` uses the per-round ``python -m evaluator run`` (one process per round, every
 cost paid again), the default is the campaign's warm evaluator where there is one.
@@ -245,6 +245,10 @@ def main() -> int:
             close = getattr(evaluate, "close", None)
             if close is not None:
                 close()
+            server_log = Path(work) / "evaluator-server" / "server.log"
+            if args.keep is not None and server_log.is_file():  # the warm server's own log
+                args.keep.mkdir(parents=True, exist_ok=True)
+                (args.keep / "server.log").write_bytes(server_log.read_bytes())
     print()
     for label, chosen in (
         ("round 1 (mean)", [r for r in rows if r["round"] == 1]),

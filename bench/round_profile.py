@@ -17,7 +17,9 @@ Profiling slows Python code (not the device), so read shares, not totals; the pl
 passes give the totals. ``--plain`` skips the profiled pass. ``--profile-first`` profiles
 the first pass instead (without the integrity checks): where a new process's first calls go,
 Triton loading its compiled kernels among them (run it after a process that compiled
-them, so that they come from Triton's cache as in a round's child).
+them, so that they come from Triton's cache as in a round's child). ``--confine`` installs
+the child's audit hooks (``integrity.deny_object_enumeration``, ``confine_bundle_code``)
+before the candidate's import, as the child does.
 """
 
 from __future__ import annotations
@@ -129,6 +131,11 @@ def main() -> int:
     parser.add_argument(
         "--profile-first", action="store_true", help="profile the first pass (the compiles)"
     )
+    parser.add_argument(
+        "--confine",
+        action="store_true",
+        help="install the child's audit hooks before the candidate's import, as the child does",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
@@ -138,6 +145,17 @@ def main() -> int:
     spec = child.operator_spec(job)
     scans = ModuleScanMemo()  # shared by the shapes' fallback reports, as in the child
     guard = child._integrity_guard(spec)
+    if args.confine:
+        from evaluator.fallback_cpu import FRAME_USER_CODES
+        from evaluator.integrity import confine_bundle_code, deny_object_enumeration
+
+        deny_object_enumeration()
+        confine_bundle_code(
+            harness_dir=str(Path(child.__file__).parent),
+            bundle_dir=str(Path(job["bundle_dir"])),
+            frame_users=FRAME_USER_CODES,
+            guard=guard,
+        )
     module = child.import_candidate(
         Path(job["bundle_dir"]) / job["module_path"], job["operator"], Path(job["bundle_dir"])
     )

@@ -205,7 +205,7 @@ class RoundStarter(ChildStarter):
                     try:
                         mount_tmpfs(folder / "triton-cache", ROUND_CACHE_BYTES)
                     except OSError as exc:  # no bounded folder: no campaign cache
-                        print(f"[serve] no Triton cache: {exc}", file=sys.stderr, flush=True)
+                        _log(f"no Triton cache: {exc}")
                         self.cache_root = None
         cache = folder / "triton-cache"
         child = self.launch(
@@ -253,7 +253,12 @@ class RoundStarter(ChildStarter):
         if kept.is_dir():
             uid, gid = child.plan.uid, child.plan.gid
             owner = (uid, gid) if uid is not None and gid is not None else None
-            copy_files(kept, self._round / "triton-cache", limit=ROUND_CACHE_BYTES, owner=owner)
+            copied = copy_files(
+                kept, self._round / "triton-cache", limit=ROUND_CACHE_BYTES, owner=owner
+            )
+            _log(f"{self._round.name}: Triton cache seeded ({copied} bytes) for {self._digest[:12]}")
+        else:
+            _log(f"{self._round.name}: no Triton cache kept for {self._digest[:12]}")
 
     def _keep_cache(self, cache: Path, digest: str) -> None:
         """Keep what the round compiled, for a later round of the same bundle (the first
@@ -269,6 +274,7 @@ class RoundStarter(ChildStarter):
             return
         staging.rename(self.cache_root / digest)
         self.cache_bytes += copied
+        _log(f"Triton cache kept ({copied} bytes) for {digest[:12]}")
 
     def _remove(self, folder: Path) -> None:
         if self.tmpfs:
@@ -296,6 +302,11 @@ class RoundStarter(ChildStarter):
         folder = self._folders.pop(child.process.pid, None)
         if folder is not None and not keep_folder:
             self._remove(folder)
+
+
+def _log(line: str) -> None:
+    """One line of the server's log (its stderr: the campaign's server.log)."""
+    print(f"[serve] {line}", file=sys.stderr, flush=True)
 
 
 def die_with_parent(parent_pid: int | None) -> None:
@@ -331,6 +342,11 @@ def command_serve(args: argparse.Namespace) -> int:
     # cache where its folders cannot be one (without root, best-effort, a plain folder).
     tmpfs = os.geteuid() == 0 and args.triton_cache and private_mounts()
     triton_cache = args.triton_cache and (tmpfs or os.geteuid() != 0)
+    _log(
+        "rounds' Triton cache: "
+        + ("on, in tmpfs folders" if tmpfs else "on" if triton_cache else "off")
+        + ("" if triton_cache or not args.triton_cache else " (no private mounts as root)")
+    )
     prepared = suite_for(args)
     policy = serve_policy(args)
     device_kind = "cuda" if args.device.startswith("cuda") else "cpu"
