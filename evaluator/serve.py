@@ -53,6 +53,7 @@ from evaluator.sandbox import (
     SandboxPolicy,
     mount_tmpfs,
     private_mounts,
+    rehome_cache_groups,
     unmount,
     with_hidden,
 )
@@ -75,18 +76,14 @@ def bundle_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def copy_files(
-    source: Path, target: Path, *, limit: int, owner: tuple[int, int] | None = None
-) -> int | None:
+def copy_files(source: Path, target: Path, *, limit: int) -> int | None:
     """Copy the folders and regular files under ``source`` into ``target`` (links and
-    anything else skipped, never followed), owned by ``owner`` (uid, gid) if given; the
-    bytes copied, or None (and nothing kept of the copy's files) past ``limit`` bytes."""
+    anything else skipped, never followed); the bytes copied, or None past ``limit`` bytes
+    (the files copied so far stay)."""
     copied = 0
     for folder, dirnames, filenames in os.walk(source, followlinks=False):
         here = target / Path(folder).relative_to(source)
         here.mkdir(parents=True, exist_ok=True)
-        if owner is not None:
-            os.chown(here, *owner)
         for name in filenames:
             path = Path(folder) / name
             info = os.lstat(path)
@@ -96,10 +93,28 @@ def copy_files(
             if copied > limit:
                 return None
             shutil.copyfile(path, here / name, follow_symlinks=False)
-            if owner is not None:
-                os.chown(here / name, *owner)
         dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(folder, d))]
     return copied
+
+
+def seed_cache(
+    kept: Path, cache: Path, *, owner: tuple[int, int] | None = None
+) -> tuple[int | None, int]:
+    """Copy a kept Triton cache into a round's ``cache`` folder, owned by ``owner``; (bytes
+    copied or None past ``ROUND_CACHE_BYTES``, kernels whose group file was rewritten).
+
+    Triton finds a compiled kernel through a group file that names its files by absolute
+    path (``evaluator.sandbox.rehome_cache_groups``); a copy whose group files still name
+    the kept folder's files is a cache miss where that folder cannot be read, and every
+    round compiled its kernels again (harness 0.3.8; 0.1-0.2 s a specialisation on the
+    H200), so they are rewritten to name the copies."""
+    copied = copy_files(kept, cache, limit=ROUND_CACHE_BYTES)
+    rehomed = rehome_cache_groups(cache, kept) if copied is not None else 0
+    if owner is not None:
+        for path, dirnames, filenames in os.walk(cache):
+            for entry in [path, *(os.path.join(path, name) for name in dirnames + filenames)]:
+                os.lchown(entry, *owner)
+    return copied, rehomed
 
 
 class RoundStarter(ChildStarter):
@@ -207,7 +222,8 @@ class RoundStarter(ChildStarter):
                     except OSError as exc:  # no bounded folder: no campaign cache
                         _log(f"no Triton cache: {exc}")
                         self.cache_root = None
-        cache = folder / "triton-cache"
+        # Resolved: the group files name what Triton was told, and are rehomed by real path.
+        cache = Path(os.path.realpath(folder / "triton-cache"))
         child = self.launch(
             lambda user: start_child(
                 operator=operator,
@@ -253,10 +269,11 @@ class RoundStarter(ChildStarter):
         if kept.is_dir():
             uid, gid = child.plan.uid, child.plan.gid
             owner = (uid, gid) if uid is not None and gid is not None else None
-            copied = copy_files(
-                kept, self._round / "triton-cache", limit=ROUND_CACHE_BYTES, owner=owner
+            copied, rehomed = seed_cache(kept, self._round / "triton-cache", owner=owner)
+            _log(
+                f"{self._round.name}: Triton cache seeded ({copied} bytes, {rehomed} kernels) "
+                f"for {self._digest[:12]}"
             )
-            _log(f"{self._round.name}: Triton cache seeded ({copied} bytes) for {self._digest[:12]}")
         else:
             _log(f"{self._round.name}: no Triton cache kept for {self._digest[:12]}")
 
@@ -273,6 +290,7 @@ class RoundStarter(ChildStarter):
             shutil.rmtree(staging, ignore_errors=True)
             return
         staging.rename(self.cache_root / digest)
+        rehome_cache_groups(self.cache_root / digest, cache)  # the kept copy names its own
         self.cache_bytes += copied
         _log(f"Triton cache kept ({copied} bytes) for {digest[:12]}")
 
