@@ -13,4 +13,8 @@ mark() { echo "$1 at $(( $(date +%s) - T0 )) s" | tee -a $OUT/machine.txt; }
   python3 -c 'import torch,triton,sys;print("torch",torch.__version__,"triton",triton.__version__,"python",sys.version.split()[0])'
   grep -h "HARNESS_VERSION =" evaluator/*.py
   command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer
+  # The host, whose speed moves every host-bound figure (launches, checks, compiles):
+  # machines of this kind differ between calls.
+  echo "host: $(nproc) CPUs, $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)"
+  python3 -c 'import time;s=time.perf_counter();sum(i*i for i in range(10**7));print("host: 1e7 squares summed in Python",round(time.perf_counter()-s,3),"s")'
 } > $OUT/machine.txt 2>&1
