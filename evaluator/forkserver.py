@@ -104,8 +104,9 @@ def _server_imports() -> None:
     runs in the forked process), and Triton with its interpreter, whose launch every CPU
     child binds before its candidate runs (``evaluator.fallback_cpu.bind_interpreter``),
     and its code generator, which the first launch of any Triton kernel imports (about
-    50 modules, 0.16 s of CPU a child on the 2-core development machine); not the device,
-    allocator and profiler steps, which must happen in the child."""
+    50 modules, 0.16 s of CPU a child on the 2-core development machine), and for a
+    device's children Triton's hash of its install (files only); not the device, allocator
+    and profiler steps, which must happen in the child."""
     from evaluator import child, sandbox  # noqa: F401
 
     child.harness_imports()
@@ -116,7 +117,13 @@ def _server_imports() -> None:
         import triton.language.extra.libdevice  # noqa: F401
         import triton.runtime.interpreter  # noqa: F401
     except Exception:  # noqa: BLE001, S110 # nosec B110 - no Triton here: children import none
-        pass
+        return
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        # A device's children (the CPU's interpret their kernels and compile nothing):
+        # Triton's hash of its own install, which ``warm_up`` computes before each child's
+        # job (0.34-0.45 s of a CUDA child's start-up on the H200's host, session 17), is
+        # computed once here and every fork inherits it (Triton keeps it for the process).
+        child.warm_triton_key()
 
 
 def _in_child(request: dict[str, Any], fds: list[int], server: socket.socket) -> int:

@@ -138,3 +138,31 @@ def test_the_switch(value, cpu, cuda):
     environ = {"ATREX_FORK_SERVER": value} if value else {}
     assert forkserver.enabled("cpu", environ) is cpu
     assert forkserver.enabled("cuda:0", environ) is cuda
+
+
+@pytest.mark.slow
+def test_a_device_servers_children_inherit_tritons_hash_of_its_install():
+    # Computed once in the server (files only, no device) instead of in every CUDA child's
+    # start-up; a CPU server (its children interpret their kernels) leaves it to no one.
+    import subprocess
+    import sys
+
+    probe = textwrap.dedent(
+        """
+        import os, sys
+        from evaluator import forkserver
+        from triton.runtime.cache import triton_key
+        forkserver._server_imports()
+        print(triton_key.cache_info().currsize)
+        """
+    )
+    counts = {}
+    for interpret in ("0", "1"):
+        environ = {**os.environ, "TRITON_INTERPRET": interpret}
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, env=environ,
+            timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        counts[interpret] = int(done.stdout.split()[-1])
+    assert counts == {"0": 1, "1": 0}
