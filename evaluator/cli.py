@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -61,6 +62,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _other_commands(commands)
     return parser
+
+
+def start_ahead_depth_from_environment() -> int:
+    """``ATREX_START_AHEAD_DEPTH`` (1 or 2; 1 where unset)."""
+    raw = os.environ.get("ATREX_START_AHEAD_DEPTH", "").strip()
+    if raw in ("", "1", "2"):
+        return int(raw or 1)
+    raise UserError(
+        f"ATREX_START_AHEAD_DEPTH={raw!r}: set it to 1 or 2 (how many operators' children "
+        "warm up ahead of their turn).",
+        code="cli:start-ahead-depth",
+    )
 
 
 def _run_options(run: argparse.ArgumentParser) -> None:
@@ -128,6 +141,14 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         help="start the next operator's child (its harness only) while one measures, and the "
         "sanitizer's children while the last one does; default: on cuda, where that start-up "
         "is seconds of device and profiler set-up",
+    )
+    run.add_argument(
+        "--start-ahead-depth",
+        type=int,
+        choices=(1, 2),
+        default=None,
+        help="with --start-ahead, how many operators' children warm up ahead of their turn "
+        "(2 needs a sandbox user more; default: $ATREX_START_AHEAD_DEPTH, else 1)",
     )
     run.add_argument(
         "--concurrency",
@@ -679,6 +700,7 @@ def command_run(
             # An agent sees a public run's results: the hidden variants stay hidden.
             validation_variants=args.visibility != "public",
             start_ahead=args.start_ahead,
+            start_ahead_depth=args.start_ahead_depth or start_ahead_depth_from_environment(),
             sanitizer_tools=tools,
             shape_timeout_s=args.shape_timeout_s,
             rounds=rounds,

@@ -435,18 +435,25 @@ class ChildStarter:
     first user that no live child of this starter runs as (turn and turn about for the
     operators' children; the sanitizer's children, ``SanitizerPass``, take the others).
     Safe to call from several threads.
+
+    ``depth`` 2 keeps a second child warming behind the next one (``start_ahead`` for the
+    operator after next), so that an operator shorter than a child's start-up does not
+    leave the following one waiting for the rest of it; it needs a sandbox user more
+    (where none is free, that child starts at its turn, as with depth 1).
     """
 
     def __init__(
         self, *, sandbox: Sandbox, device: str, bundle_dir: Path, log_dir: Path,
-        ahead: bool = True,
+        ahead: bool = True, depth: int = 1,
     ) -> None:  # fmt: skip
         self.sandbox = sandbox
         self.device = device
         self.bundle_dir = bundle_dir
         self.log_dir = log_dir
         self.ahead = ahead and sandbox.can_overlap
+        self.depth = min(max(1, depth), 2)
         self._next: StartedChild | None = None
+        self._after: StartedChild | None = None  # depth 2: the one after the next
         self._live: list[tuple[StartedChild, int]] = []
         self._lock = threading.Lock()
 
@@ -454,9 +461,10 @@ class ChildStarter:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._next is not None:
-            self._next.stop()
-            self._next = None
+        for waiting in (self._next, self._after):
+            if waiting is not None:
+                waiting.stop()
+        self._next = self._after = None
 
     def _start(self, operator: str) -> StartedChild:
         return self.start(operator, log_path=self.log_path(operator), cache=operator)
@@ -532,7 +540,7 @@ class ChildStarter:
     def take(self, operator: str) -> StartedChild:
         """The child for ``operator``: the one started ahead if it is still alive, else a
         new one."""
-        ready, self._next = self._next, None
+        ready, self._next, self._after = self._next, self._after, None
         if ready is not None and ready.operator == operator and ready.process.poll() is None:
             return ready
         if ready is not None:
@@ -540,13 +548,20 @@ class ChildStarter:
         return self._start(operator)
 
     def start_ahead(self, operator: str | None) -> None:
-        """Start ``operator``'s child now, for its turn after the running one."""
-        if not self.ahead or operator is None or self._next is not None:
+        """Start ``operator``'s child now, for its turn after the running one (or, with
+        ``depth`` 2 and the next one started, after the next)."""
+        if not self.ahead or operator is None:
             return
-        try:
-            self._next = self._start(operator)
-        except SandboxError:
-            self._next = None  # raised again, at its turn, by take()
+        if self._next is None:
+            try:
+                self._next = self._start(operator)
+            except SandboxError:
+                self._next = None  # raised again, at its turn, by take()
+        elif self.depth > 1 and self._after is None and self._next.operator != operator:
+            try:
+                self._after = self._start(operator)
+            except SandboxError:
+                self._after = None  # no user free: started at its turn
 
 
 class RoundChildren(Protocol):
@@ -1734,6 +1749,7 @@ def run_bundle(
     checkpoint_path: str | os.PathLike[str] | None = None,
     validation_variants: bool = True,
     start_ahead: bool | None = None,
+    start_ahead_depth: int = 1,
     sanitizer_tools: tuple[str, ...] | None = None,
     reference_pool: PoolSettings | None = None,
     reference_timings: TimingCacheSettings | None = None,
@@ -1748,7 +1764,8 @@ def run_bundle(
     (default: on CUDA, where the sandbox allows it, see ``Sandbox.can_overlap``) the next
     operator's child starts its harness while the current one measures
     (``ChildStarter``). On CPU it stays off by default: there the start-up is short and
-    the two processes would share the cores the measurement runs on.
+    the two processes would share the cores the measurement runs on. ``start_ahead_depth``
+    2 keeps one more child warming behind the next (``ChildStarter``).
 
     With ``checkpoint_path``, a results document of the operators finished so far
     (``"partial": true``, scores over those operators only) is written there after each
@@ -1923,10 +1940,13 @@ def run_bundle(
                 starter = ChildStarter(
                     sandbox=sandbox, device=device, bundle_dir=bundle_dir, log_dir=logs,
                     ahead=device_kind == "cuda" if start_ahead is None else start_ahead,
+                    depth=start_ahead_depth,
                 )  # fmt: skip
             else:
                 starter = rounds.starter(logs)
             environment["start_ahead"] = starter.ahead
+            if starter.ahead and starter.depth > 1:
+                environment["start_ahead_depth"] = starter.depth
             if pool is not None:
                 environment["reference_pool"] = _prepare_pool(
                     pool,
@@ -1956,8 +1976,14 @@ def run_bundle(
                 users left free allow."""
                 following = after.get(operator)
                 last = with_child[-1] if with_child else None
+
+                def children() -> None:
+                    starter.start_ahead(following)
+                    if starter.depth > 1:  # and the one after it (ChildStarter.depth)
+                        starter.start_ahead(after.get(following) if following else None)
+
                 if operator != last or sanitizer_pass is None or not starter.ahead:
-                    return lambda: starter.start_ahead(following)
+                    return children
 
                 def both() -> None:
                     starter.start_ahead(following)  # a campaign's next round (serve)

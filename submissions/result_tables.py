@@ -275,6 +275,7 @@ _ENVIRONMENT_LABELS = {
     "clocks_end": "Clocks at the end",
     "sandbox": "Sandbox",
     "start_ahead": "Next operator started ahead",
+    "start_ahead_depth": "Operators started ahead",
     "shards": "Parts",
 }
 

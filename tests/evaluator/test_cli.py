@@ -184,3 +184,18 @@ def test_a_finished_run_removes_its_checkpoint(finished_run):
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert out.exists() and not out.with_name("r.partial.json").exists()
     assert "partial" not in json.loads(out.read_text())
+
+
+@pytest.mark.parametrize(
+    ("value", "depth"), [("", 1), ("1", 1), ("2", 2), ("3", None), ("x", None)]
+)
+def test_the_start_ahead_depth_from_the_environment(monkeypatch, value, depth):
+    from evaluator.cli import start_ahead_depth_from_environment
+    from evaluator.errors import UserError
+
+    monkeypatch.setenv("ATREX_START_AHEAD_DEPTH", value)
+    if depth is None:
+        with pytest.raises(UserError, match="set it to 1 or 2"):
+            start_ahead_depth_from_environment()
+    else:
+        assert start_ahead_depth_from_environment() == depth

@@ -72,7 +72,7 @@ SIBLING_KILLER = textwrap.dedent(
 )
 
 
-def run(bundle: Path, suite, tmp_path: Path, *, start_ahead: bool) -> dict:
+def run(bundle: Path, suite, tmp_path: Path, *, start_ahead: bool, depth: int = 1) -> dict:
     return run_bundle(
         bundle_path=bundle,
         suite=suite,
@@ -82,11 +82,43 @@ def run(bundle: Path, suite, tmp_path: Path, *, start_ahead: bool) -> dict:
         time_budget_s=0.02,
         log_dir=tmp_path / "logs",
         start_ahead=start_ahead,
+        start_ahead_depth=depth,
     )
 
 
 def entries(results: dict) -> dict[str, dict]:
     return {entry["operator"]: entry for entry in results["operators"]}
+
+
+SLOW_IMPORT_S = 1.5
+
+
+@pytest.mark.parametrize("depth", [2, 1])
+def test_with_depth_two_the_child_after_next_warms_up_during_the_turn_before(
+    tiny_suite, make_bundle, tmp_path, depth
+):
+    # Each candidate takes SLOW_IMPORT_S to import: every turn's job lasts at least that.
+    files = {
+        name: f"import time\ntime.sleep({SLOW_IMPORT_S})\n" + text if name.endswith(".py") else text
+        for name, text in example_files(TRITON_BASELINE).items()
+    }
+    order = tiny_suite.operator_slugs()[:3]
+    suite = tiny_suite.restrict(order)
+    results = run(make_bundle(files), suite, tmp_path, start_ahead=True, depth=depth)
+    assert results["environment"].get("start_ahead_depth", 1) == depth
+    operators = entries(results)
+    assert all(s["status"] == "pass" for e in operators.values() for s in e["shapes"])
+    # Depth 2 starts a child when the operator two before it gets its job: it was up for
+    # the rest of that turn (over SLOW_IMPORT_S) and the whole previous one; depth 1 only
+    # from the previous operator's job on.
+    before, previous, operator = order
+    rest_of_before = operators[before]["wall_s"] - operators[before]["phases_s"]["start"]
+    assert rest_of_before > SLOW_IMPORT_S
+    waited = operators[operator]["ahead_s"] - operators[previous]["wall_s"]
+    if depth == 2:
+        assert waited >= rest_of_before - 0.5, (waited, operators[operator])
+    else:
+        assert waited < 0.5, (waited, operators[operator])
 
 
 @pytest.mark.parametrize("start_ahead", [True, False])
