@@ -50,11 +50,13 @@ PASSED_VARIABLES = (
     "TRITON_CACHE_DIR",
     "ATREX_FORK_SERVER",
     "ATREX_CONCURRENCY",
+    "ATREX_START_AHEAD_DEPTH",
 )
 """Variables of this process that the child gets, when set (plus ``PYTHONPATH``, after
 ``PROJECT_ROOT``, and every ``ATREX_SANDBOX_*``). ``ATREX_FORK_SERVER`` (on by default,
 ``evaluator.forkserver.enabled``) lets a worker turn the fork server off with ``0``;
-``ATREX_CONCURRENCY`` is the worker's operators at once (``evaluator.concurrency``)."""
+``ATREX_CONCURRENCY`` is the worker's operators at once (``evaluator.concurrency``),
+``ATREX_START_AHEAD_DEPTH`` how many children warm up ahead (``evaluator.cli``)."""
 PASSED_PREFIX = "ATREX_SANDBOX_"
 
 
