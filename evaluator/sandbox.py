@@ -318,6 +318,15 @@ def resolve_more_users(users: Iterable[str], taken: list[tuple[int, int]]) -> li
 GROUP_FILE_MAX_BYTES = 1 << 20
 
 
+def chown_tree(folder: Path, uid: int, gid: int) -> None:
+    """Give ``folder`` and everything under it to ``uid``:``gid`` (links themselves, never
+    followed): a copied cache, for the child that will use it."""
+    for path, dirnames, filenames in os.walk(folder):
+        os.lchown(path, uid, gid)
+        for entry in [*dirnames, *filenames]:
+            os.lchown(os.path.join(path, entry), uid, gid)
+
+
 def rehome_cache_groups(folder: Path, origin: Path) -> int:
     """Make the copy of a Triton cache (``origin`` copied into ``folder``) stand alone:
     Triton finds a compiled kernel through its group file (``<key>/__grp__<name>.json``),
@@ -951,10 +960,7 @@ class Sandbox:
                 shutil.copytree(origin, folder, dirs_exist_ok=True, symlinks=True)
                 rehome_cache_groups(folder, origin)
         if uid is not None and gid is not None:
-            for path, dirnames, filenames in os.walk(folder):
-                os.lchown(path, uid, gid)
-                for entry in [*dirnames, *filenames]:
-                    os.lchown(os.path.join(path, entry), uid, gid)
+            chown_tree(folder, uid, gid)
 
     def environment(self, child: ChildSandbox, device: str) -> dict[str, str]:
         """The child's whole environment, built from the allow-list (no secrets)."""

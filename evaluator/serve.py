@@ -51,6 +51,7 @@ from evaluator.sandbox import (
     Sandbox,
     SandboxError,
     SandboxPolicy,
+    chown_tree,
     mount_tmpfs,
     private_mounts,
     rehome_cache_groups,
@@ -111,9 +112,7 @@ def seed_cache(
     copied = copy_files(kept, cache, limit=ROUND_CACHE_BYTES)
     rehomed = rehome_cache_groups(cache, kept) if copied is not None else 0
     if owner is not None:
-        for path, dirnames, filenames in os.walk(cache):
-            for entry in [path, *(os.path.join(path, name) for name in dirnames + filenames)]:
-                os.lchown(entry, *owner)
+        chown_tree(cache, *owner)
     return copied, rehomed
 
 
