@@ -17,6 +17,7 @@ the code, as before 0.3.8), ``hooks, swaps recorded`` (the child as it is).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import subprocess
 import sys
@@ -33,21 +34,19 @@ def measure(mode: str, checks: int) -> dict[str, float]:
     import tempfile
 
     from evaluator import child
-    from evaluator.fallback_cpu import FRAME_USER_CODES
-    from evaluator.integrity import IntegrityGuard, confine_bundle_code, deny_object_enumeration
+    from evaluator.integrity import IntegrityGuard, deny_object_enumeration
 
     child.harness_imports()
     guard = IntegrityGuard()
     if mode != "plain":
         deny_object_enumeration()
-        confine_bundle_code(
-            harness_dir=str(ROOT / "evaluator"),
-            bundle_dir=tempfile.mkdtemp(),
-            frame_users=FRAME_USER_CODES,
-            guard=guard if mode == "hooks, swaps recorded" else None,
-        )
+        recorded = guard if mode == "hooks, swaps recorded" else None
+        child.confine_candidate(Path(tempfile.mkdtemp()), recorded)
     for _ in range(3):
         guard.check("warm-up")
+    # A collection the imports left due would land in the first checks (tens of ms with
+    # torch loaded) and make the figure depend on where it falls.
+    gc.collect()
     started = time.perf_counter()
     for _ in range(checks):
         guard.check("now")

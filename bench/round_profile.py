@@ -146,16 +146,10 @@ def main() -> int:
     scans = ModuleScanMemo()  # shared by the shapes' fallback reports, as in the child
     guard = child._integrity_guard(spec)
     if args.confine:
-        from evaluator.fallback_cpu import FRAME_USER_CODES
-        from evaluator.integrity import confine_bundle_code, deny_object_enumeration
+        from evaluator.integrity import deny_object_enumeration
 
         deny_object_enumeration()
-        confine_bundle_code(
-            harness_dir=str(Path(child.__file__).parent),
-            bundle_dir=str(Path(job["bundle_dir"])),
-            frame_users=FRAME_USER_CODES,
-            guard=guard,
-        )
+        child.confine_candidate(Path(job["bundle_dir"]), guard)
     module = child.import_candidate(
         Path(job["bundle_dir"]) / job["module_path"], job["operator"], Path(job["bundle_dir"])
     )

@@ -154,6 +154,22 @@ def warm_triton_key() -> bool:
     return False
 
 
+def confine_candidate(bundle_dir: Path, guard: Any | None) -> None:
+    """From here on the bundle's code gets no frame objects (they lead to the harness's), no
+    ctypes and no processes of its own, and the code swaps of the functions ``guard``
+    watches are recorded as they happen (``evaluator.integrity.confine_bundle_code``).
+    Called before the candidate exists."""
+    from evaluator.fallback_cpu import FRAME_USER_CODES
+    from evaluator.integrity import confine_bundle_code
+
+    confine_bundle_code(
+        harness_dir=str(Path(__file__).parent),
+        bundle_dir=str(bundle_dir),
+        frame_users=FRAME_USER_CODES,
+        guard=guard,
+    )
+
+
 def _integrity_guard(spec: Any) -> Any:
     """Snapshot everything the measurement uses (``warm_up`` loaded it), before the
     candidate exists; an uploaded operator's reference class is watched too."""
@@ -245,17 +261,7 @@ def run_job(
 
     variants = variants_of(job)  # taken before the candidate exists
     bundle_dir = Path(job["bundle_dir"])
-    from evaluator.fallback_cpu import FRAME_USER_CODES
-    from evaluator.integrity import confine_bundle_code
-
-    # From here on the bundle's code gets no frame objects (they lead to the harness's), no
-    # ctypes and no processes of its own.
-    confine_bundle_code(
-        harness_dir=str(Path(__file__).parent),
-        bundle_dir=str(bundle_dir),
-        frame_users=FRAME_USER_CODES,
-        guard=guard,
-    )
+    confine_candidate(bundle_dir, guard)
     try:
         module = import_candidate(bundle_dir / job["module_path"], job["operator"], bundle_dir)
     except BaseException as exc:  # the candidate's import failed, whatever it raised
@@ -368,19 +374,12 @@ def run_sanitize_job(job: dict[str, Any], send: Any, go_fd: int | None) -> int:
     """
     import torch
 
-    from evaluator.integrity import IntegrityGuard, confine_bundle_code
+    from evaluator.integrity import IntegrityGuard
 
     guard = IntegrityGuard()
     send({"event": "ready"})
     bundle_dir = Path(job["bundle_dir"])
-    from evaluator.fallback_cpu import FRAME_USER_CODES
-
-    confine_bundle_code(
-        harness_dir=str(Path(__file__).parent),
-        bundle_dir=str(bundle_dir),
-        frame_users=FRAME_USER_CODES,
-        guard=guard,
-    )
+    confine_candidate(bundle_dir, guard)
     device = torch.device(job["device"])
     go = b""
     for entry in job["operators"]:
