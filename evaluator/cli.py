@@ -65,10 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def start_ahead_depth_from_environment() -> int:
-    """``ATREX_START_AHEAD_DEPTH`` (1 or 2; 1 where unset)."""
+    """``ATREX_START_AHEAD_DEPTH`` (1 or 2; ``runner.DEFAULT_START_AHEAD_DEPTH`` where
+    unset)."""
+    from evaluator.runner import DEFAULT_START_AHEAD_DEPTH
+
     raw = os.environ.get("ATREX_START_AHEAD_DEPTH", "").strip()
     if raw in ("", "1", "2"):
-        return int(raw or 1)
+        return int(raw) if raw else DEFAULT_START_AHEAD_DEPTH
     raise UserError(
         f"ATREX_START_AHEAD_DEPTH={raw!r}: set it to 1 or 2 (how many operators' children "
         "warm up ahead of their turn).",
@@ -148,7 +151,7 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         choices=(1, 2),
         default=None,
         help="with --start-ahead, how many operators' children warm up ahead of their turn "
-        "(2 needs a sandbox user more; default: $ATREX_START_AHEAD_DEPTH, else 1)",
+        "(2 needs a sandbox user more; default: $ATREX_START_AHEAD_DEPTH, else 2)",
     )
     run.add_argument(
         "--concurrency",

@@ -187,7 +187,7 @@ def test_a_finished_run_removes_its_checkpoint(finished_run):
 
 
 @pytest.mark.parametrize(
-    ("value", "depth"), [("", 1), ("1", 1), ("2", 2), ("3", None), ("x", None)]
+    ("value", "depth"), [("", 2), ("1", 1), ("2", 2), ("3", None), ("x", None)]
 )
 def test_the_start_ahead_depth_from_the_environment(monkeypatch, value, depth):
     from evaluator.cli import start_ahead_depth_from_environment
