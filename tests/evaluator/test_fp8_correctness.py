@@ -301,6 +301,66 @@ def test_chunked_comparison_agrees_with_one_chunk(monkeypatch):
     assert not failed.ok and "worst at (40, 300)" in failed.error
 
 
+def _cases_of_identical_chunks():
+    """(name, reference codes, candidate codes, scale pair or None): outputs of which some
+    or all chunks (of 3 x 512 elements) are the reference's bit for bit."""
+    spec, _, reference = reference_of("per_token_group_quant_fp8")
+    codes, scales = reference["quantized"], reference["scales"]
+    nan_codes = codes.clone()
+    nan_codes.view(torch.uint8)[5, :7] = 0x7F  # NaN codes, the same on both sides
+    inf_scales = scales.clone()
+    inf_scales[4, 0] = float("inf")  # the same infinite scale on both sides
+    nudged = scales.clone()
+    nudged[20, 2] *= 1 + 2**-22  # one scale of one chunk a bit off, within rtol 1e-6
+    signed_zero = scales.clone()
+    signed_zero[30, 1] = -0.0
+    zero = signed_zero.clone()
+    zero[30, 1] = 0.0
+    return [
+        ("all the same", codes, codes.clone(), (scales, scales.clone())),
+        ("one chunk a code off", codes, moved(codes, torch.tensor([10 * 512 + 3]), 1),
+         (scales, scales.clone())),
+        ("one chunk two codes off", codes, moved(codes, torch.tensor([40 * 512 + 1]), 2),
+         (scales, scales.clone())),
+        ("one scale a bit off", codes, codes.clone(), (scales, nudged)),
+        ("NaN codes on both sides", nan_codes, nan_codes.clone(), (scales, scales.clone())),
+        ("an infinite scale on both sides", codes, codes.clone(), (inf_scales, inf_scales.clone())),
+        ("-0.0 against 0.0", codes, codes.clone(), (signed_zero, zero)),
+        ("no scales", codes, moved(codes, torch.tensor([7]), 1), None),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_identical_chunks_are_skipped_with_the_full_comparisons_result(monkeypatch, case):
+    name, codes, candidate, pair = _cases_of_identical_chunks()[case]
+    rule = Fp8CodePolicy(max_step_share=0.01, scale_leaf="scales" if pair else None)
+    monkeypatch.setattr(correctness, "FP8_CHUNK_ELEMENTS", 3 * 512)
+    # Each chunk compared in full (no chunk skipped) against chunks skipped where same.
+    real = correctness._same_codes_and_scales
+    monkeypatch.setattr(correctness, "_same_codes_and_scales", lambda *a: False)
+    full = compare_fp8_codes(codes, candidate, rule=rule, where="w", scales=pair)
+    monkeypatch.setattr(correctness, "_same_codes_and_scales", real)
+    graded = []
+    real_grid = correctness._fp8_grid
+    monkeypatch.setattr(correctness, "_fp8_grid", lambda c: graded.append(1) or real_grid(c))
+    skipping = compare_fp8_codes(codes, candidate, rule=rule, where="w", scales=pair)
+    assert skipping == full, name
+    chunks = -(-codes.shape[0] // 3)
+    assert len(graded) < 2 * chunks, f"{name}: no chunk was skipped"
+
+
+def test_a_chunk_with_the_same_codes_but_another_scale_is_compared_in_full():
+    _, _, reference = reference_of("per_token_group_quant_fp8")
+    codes, scales = reference["quantized"], reference["scales"]
+    off = scales.clone()
+    off[2, 0] *= 2  # the codes unchanged, so the dequantised values are twice the reference's
+    rule = Fp8CodePolicy(max_step_share=0.01, scale_leaf="scales")
+    result = compare_fp8_codes(codes, codes.clone(), rule=rule, where="w", scales=(scales, off))
+    block = codes[2, :128].float() * scales[2, 0]
+    assert result.ok and result.mismatch_share == 0.0  # the codes rule alone passes it
+    assert result.max_abs_error == pytest.approx(float(block.abs().max()))
+
+
 def test_check_shape_reports_the_share_of_codes_one_step_off():
     spec = get_operator("fp8_dynamic_per_token_quant")
     reference = spec.build_reference({})
