@@ -110,40 +110,11 @@ def pytest_itemcollected(item) -> None:
 DURATIONS_FILE = Path(__file__).with_name("durations.json")
 
 
-def _unit_figures() -> dict[str, tuple[float, float | None]]:
-    """DURATIONS_FILE's units: (wall seconds, CPU seconds or None). A unit's figure is
-    ``[wall, cpu]`` (or a plain wall figure, as the file held before it kept the CPU)."""
-    try:
-        raw = json.loads(DURATIONS_FILE.read_text())
-        return {
-            str(k): (float(v[0]), float(v[1])) if isinstance(v, list) else (float(v), None)
-            for k, v in raw.items()
-        }
-    except (OSError, ValueError, AttributeError, TypeError, IndexError):
-        return {}
-
-
 def unit_durations() -> dict[str, float]:
-    return {unit: wall for unit, (wall, _) in _unit_figures().items()}
-
-
-# A unit that mostly waits (a time limit running out, a server polled, a browser page
-# loading): at least WAITING_MIN_WALL_S of wall time, under WAITING_CPU_SHARE of it on a
-# CPU (own and children's). With three or more xdist workers the last one is the waiting
-# units' (``waiting_units``): it takes them first, and the others take the rest first, so
-# that what one process waits for no longer leaves a core idle behind the two that keep
-# the machine's two cores busy.
-WAITING_MIN_WALL_S = 2.5
-WAITING_CPU_SHARE = 0.5
-
-
-def waiting_units() -> set[str]:
-    """The units DURATIONS_FILE's figures say mostly wait (see WAITING_CPU_SHARE)."""
-    return {
-        unit
-        for unit, (wall, cpu) in _unit_figures().items()
-        if cpu is not None and wall >= WAITING_MIN_WALL_S and cpu < WAITING_CPU_SHARE * wall
-    }
+    try:
+        return {str(k): float(v) for k, v in json.loads(DURATIONS_FILE.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 def pytest_addoption(parser) -> None:
@@ -229,23 +200,12 @@ def pytest_sessionfinish(session) -> None:
 
 
 def write_durations(costs_path: str, out: Path = DURATIONS_FILE) -> None:
-    """DURATIONS_FILE from a ``--test-costs`` file of a whole run: each unit's wall and CPU
-    seconds (own and children's)."""
-    units: dict[str, list[float]] = {}
+    """DURATIONS_FILE from a ``--test-costs`` file of a whole run: each unit's wall seconds."""
+    units: dict[str, float] = {}
     for cost in json.loads(Path(costs_path).read_text()).values():
-        figures = units.setdefault(cost["unit"], [0.0, 0.0])
-        figures[0] += cost["wall"]
-        figures[1] += cost["cpu"] + cost["children_cpu"]
-    ranked = dict(
-        sorted(
-            ((unit, [round(wall, 1), round(cpu, 1)]) for unit, (wall, cpu) in units.items()),
-            key=lambda kv: -kv[1][0],
-        )
-    )
-    lines = ",\n".join(
-        f" {json.dumps(unit)}: {json.dumps(wall_cpu)}" for unit, wall_cpu in ranked.items()
-    )
-    out.write_text("{\n" + lines + "\n}\n")
+        units[cost["unit"]] = units.get(cost["unit"], 0.0) + cost["wall"]
+    ranked = dict(sorted(((k, round(v, 1)) for k, v in units.items()), key=lambda kv: -kv[1]))
+    out.write_text(json.dumps(ranked, indent=1) + "\n")
 
 
 @pytest.hookimpl(optionalhook=True)  # -p no:xdist: there is no such hook
@@ -258,9 +218,6 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     durations = unit_durations()
-    waiting = waiting_units()
-    workers = int(getattr(config.option, "numprocesses", 0) or 0)
-    waiter = f"gw{workers - 1}" if workers >= 3 else None
 
     class FileGroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -278,10 +235,7 @@ def pytest_xdist_make_scheduler(config, log):
             # tests/api/test_schemathesis.py have one) sends every one of them, not only
             # the first: xdist's own sent 1 of the 15. The node runs all it was sent
             # before it shuts down.
-            # With a waiting units' worker (``waiting_units``): the units of its kind first.
-            ours = getattr(node, "gateway", None) is not None and node.gateway.id == waiter
-            preferred = [s for s in self.workqueue if (s in waiting) == ours] if waiter else []
-            scope = max(preferred or self.workqueue, key=self._expected_s)
+            scope = max(self.workqueue, key=self._expected_s)
             work_unit = self.workqueue.pop(scope)
             self.assigned_work.setdefault(node, {})[scope] = work_unit
             collection = self.registered_collections[node]
