@@ -274,8 +274,8 @@ _ENVIRONMENT_LABELS = {
     "clocks_start": "Clocks at the start",
     "clocks_end": "Clocks at the end",
     "sandbox": "Sandbox",
-    "start_ahead": "Next operator started ahead",
-    "start_ahead_depth": "Operators started ahead",
+    "start_ahead": "Started ahead of their turn",
+    "sanitizer": "Memory checks (compute-sanitizer)",
     "shards": "Parts",
 }
 
@@ -337,6 +337,68 @@ def _sandbox(sandbox: Any) -> EnvironmentItem:
     return EnvironmentItem("Sandbox", " · ".join(words), details)
 
 
+def _started_ahead(started: Any, depth: Any) -> EnvironmentItem:
+    """Whether, and how many, operators' children warmed up ahead of their turn (the
+    evaluator's ``start_ahead`` and ``start_ahead_depth``, 1 where a run does not say)."""
+    label = _ENVIRONMENT_LABELS["start_ahead"]
+    if started is not True:
+        return EnvironmentItem(label, _plain(started))
+    if isinstance(depth, int) and depth > 1:
+        return EnvironmentItem(label, f"the next {depth} operators' children")
+    return EnvironmentItem(label, "the next operator's child")
+
+
+def _operators(names: Any) -> str:
+    count = len(names) if isinstance(names, list) else 0
+    return f"{count} operator{'s' if count != 1 else ''}"
+
+
+def _sanitizer(sanitizer: Any) -> EnvironmentItem:
+    """The sanitizer pass in a line (each tool, on how many operators, which failed, how
+    long), with each tool's operators, skips and failures under "More"."""
+    label = _ENVIRONMENT_LABELS["sanitizer"]
+    if not isinstance(sanitizer, Mapping):
+        return EnvironmentItem(label, _plain(sanitizer))
+    if sanitizer.get("missing") or sanitizer.get("error"):
+        why = sanitizer.get("missing") or sanitizer.get("error")
+        return EnvironmentItem(label, f"not run: {why}")
+    tools = sanitizer.get("tools")
+    if not isinstance(tools, Mapping) or not tools:
+        return EnvironmentItem(label, _plain(sanitizer))
+    words, details, failed_any = [], [], False
+    for tool, figures in tools.items():
+        if not isinstance(figures, Mapping):
+            details.append(EnvironmentItem(str(tool), _plain(figures)))
+            continue
+        failed = figures.get("failed") or []
+        failed_any = failed_any or bool(failed)
+        words.append(
+            f"{tool} on {_operators(figures.get('operators'))}"
+            + (f", failed: {', '.join(map(str, failed))}" if failed else "")
+        )
+        parts = [f"operators: {_plain(figures.get('operators'))}"]
+        if isinstance(figures.get("seconds"), int | float):
+            parts.append(f"{significant(figures['seconds'], 3)} s")
+        parts.append(f"failed: {_plain(failed)}")
+        skipped = figures.get("skipped")
+        if isinstance(skipped, Mapping) and skipped:
+            parts.append("not run on: " + "; ".join(f"{op} ({why})" for op, why in skipped.items()))
+        races = figures.get("library_races")
+        if isinstance(races, Mapping) and races:
+            parts.append(
+                "hazards inside library kernels only, not counted: " + ", ".join(map(str, races))
+            )
+        details.append(EnvironmentItem(str(tool), " · ".join(parts)))
+    line = "; ".join(words) + ("" if failed_any else " · no memory error")
+    if isinstance(sanitizer.get("pass_s"), int | float):
+        line += f" · {significant(sanitizer['pass_s'], 3)} s"
+    if sanitizer.get("executable"):
+        details.append(EnvironmentItem("Executable", str(sanitizer["executable"])))
+    if sanitizer.get("concurrent") is not None:
+        details.append(EnvironmentItem("Tools at once", _plain(sanitizer["concurrent"])))
+    return EnvironmentItem(label, line, details)
+
+
 def _shards(shards: Any) -> EnvironmentItem:
     if not isinstance(shards, list):
         return EnvironmentItem("Parts", _plain(shards))
@@ -377,6 +439,12 @@ def environment_items(environment: Mapping[str, Any] | None) -> list[Environment
             items.append(_sandbox(value))
         elif key == "shards":
             items.append(_shards(value))
+        elif key == "start_ahead":
+            items.append(_started_ahead(value, environment.get("start_ahead_depth")))
+        elif key == "start_ahead_depth":
+            continue  # in the start_ahead item
+        elif key == "sanitizer":
+            items.append(_sanitizer(value))
         else:
             label = _ENVIRONMENT_LABELS.get(key, key.replace("_", " ").capitalize())
             items.append(EnvironmentItem(label, _plain(value)))

@@ -226,6 +226,61 @@ def test_the_environment_is_a_definition_list_in_words(client, catalogue, user):
     assert labels == ["PyTorch", "New thing"]  # unknown keys still shown, in words
 
 
+NO_SHARED = "none of its 3 compiled kernel(s) uses shared memory"
+SANITIZER = {
+    "executable": "/usr/local/cuda/bin/compute-sanitizer",
+    "pass_s": 2.301,
+    "concurrent": 2,
+    "tools": {
+        "memcheck": {"operators": ["rms_norm", "l2_norm"], "seconds": 2.3, "failed": ["l2_norm"],
+                     "per_operator_s": {"rms_norm": 0.1}, "children": [{"seconds": 2.2}]},
+        "racecheck": {"operators": ["rms_norm"], "seconds": 2.1, "failed": [],
+                      "skipped": {"silu_and_mul": NO_SHARED},
+                      "reasons": {"rms_norm": "shared memory in _rms_norm_kernel"}},
+    },
+}  # fmt: skip
+
+
+def test_the_sanitizer_pass_and_the_start_ahead_depth_read_as_one_line_each():
+    items = {item.label: item for item in environment_items(
+        {"start_ahead": True, "start_ahead_depth": 2, "sanitizer": SANITIZER}
+    )}  # fmt: skip
+    assert list(items) == ["Started ahead of their turn", "Memory checks (compute-sanitizer)"]
+    assert items["Started ahead of their turn"].value == "the next 2 operators' children"
+    checks = items["Memory checks (compute-sanitizer)"]
+    assert checks.value == (
+        "memcheck on 2 operators, failed: l2_norm; racecheck on 1 operator · 2.30 s"
+    )
+    details = {item.label: item.value for item in checks.details}
+    assert details["racecheck"] == (
+        "operators: rms_norm · 2.10 s · failed: — · not run on: silu_and_mul (none of its 3 "
+        "compiled kernel(s) uses shared memory)"
+    )
+    assert details["Executable"] == "/usr/local/cuda/bin/compute-sanitizer"
+    assert "children" not in " ".join(details.values())  # the bookkeeping stays in the file
+    clean = {**SANITIZER, "tools": {"memcheck": {**SANITIZER["tools"]["memcheck"], "failed": []}}}
+    (line,) = environment_items({"sanitizer": clean})
+    assert line.value == "memcheck on 2 operators · no memory error · 2.30 s"
+    (missing,) = environment_items({"sanitizer": {"missing": "compute-sanitizer was not found"}})
+    assert missing.value == "not run: compute-sanitizer was not found"
+    (one,) = environment_items({"start_ahead": True})  # before harness 0.3.8: one ahead
+    assert one.value == "the next operator's child"
+    (off,) = environment_items({"start_ahead": False, "start_ahead_depth": 2})
+    assert off.value == "no"
+
+
+def test_imported_results_say_where_they_were_measured_and_that_nothing_was_uploaded(
+    client, catalogue, user
+):
+    submission = _publish(user, catalogue, _report(catalogue))
+    submission.notes = "Measured on an NVIDIA H200 <b>by hand</b>.\nSecond line."
+    submission.save(update_fields=["notes"])
+    html = _page(client, submission)
+    notes = html.split('id="notes">', 1)[1].split("</p>", 1)[0]
+    assert notes == "Measured on an NVIDIA H200 &lt;b&gt;by hand&lt;/b&gt;.<br>Second line."
+    assert 'id="no-upload"' in html and "0\xa0bytes" not in html and "0 bytes" not in html
+
+
 def test_the_score_leads_the_page(client, catalogue, user):
     html = _page(client, _publish(user, catalogue, _report(catalogue)))
     assert html.index('id="headline-score"') < html.index('id="status-box"')

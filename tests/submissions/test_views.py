@@ -46,6 +46,7 @@ def test_bad_upload_shows_the_reason_on_its_page(client, catalogue, user):
     assert response.redirect_chain[-1][0] == reverse("submissions:detail", args=[submission.pk])
     body = response.content.decode()
     assert "Rejected" in body and "bundle:syntax-error" in body and "rms_norm.py" in body
+    assert 'id="no-upload"' not in body  # an upload: its name and size
     # The owner can still download what was uploaded.
     download = client.get(reverse("submissions:download", args=[submission.pk]))
     assert download.status_code == 200
