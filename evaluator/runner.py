@@ -68,12 +68,12 @@ from evaluator.verdicts import merge
 DEFAULT_HARDWARE = {"cpu": "cpu-dev", "cuda": "h200-sxm"}
 DEFAULT_SHAPE_SET = {"cpu": "smoke", "cuda": "full"}
 DEFAULT_SHAPE_TIMEOUT_S = 300.0
+"""Longest silence allowed from a child: importing the candidate, or one whole shape."""
 DEFAULT_START_AHEAD_DEPTH = 2
 """How many operators' children warm up ahead of their turn where start-ahead is on
 (``ChildStarter.depth``): 2 since harness 0.3.9. On the H200, in session 18, the
 30-operator submission spent 43.9 s waiting for its children's start-up at 1 and 11.2 s
 at 2 (210.9 s against 166.4 s in all, one machine)."""
-"""Longest silence allowed from a child: importing the candidate, or one whole shape."""
 CATALOGUE_SUITE = "atrex-bench-v1"
 """Every operator name the portal knows, for telling a typo from another suite's operator."""
 _READ_CHUNK = 1 << 16

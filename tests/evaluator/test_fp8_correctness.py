@@ -304,7 +304,7 @@ def test_chunked_comparison_agrees_with_one_chunk(monkeypatch):
 def _cases_of_identical_chunks():
     """(name, reference codes, candidate codes, scale pair or None): outputs of which some
     or all chunks (of 3 x 512 elements) are the reference's bit for bit."""
-    spec, _, reference = reference_of("per_token_group_quant_fp8")
+    _, _, reference = reference_of("per_token_group_quant_fp8")
     codes, scales = reference["quantized"], reference["scales"]
     nan_codes = codes.clone()
     nan_codes.view(torch.uint8)[5, :7] = 0x7F  # NaN codes, the same on both sides
