@@ -7,8 +7,9 @@ sequence or per token) a watched call took 5-7 times as long as the same call un
 on the H200 (bench/where_time_goes.py, harness 0.2.4). This prints, for a few shapes,
 the reference's call unwatched and watched, split into the profiler's start, the call,
 its stop, and the harness's reading of the events (``activities_from_profile``), and
-the same with the profiler's host-op activity off (for comparison only: the monitor
-needs the host ops to tell who launched a kernel):
+the same with the profiler's host-op activity off (as the monitor profiles a first call
+of several, whose launchers it does not read), and with that and the profiler's external
+correlation off too (``cuda_noext``):
 
     python3 bench/profiler_cost.py [--pairs gated_delta_rule_update:7,unified_attention:13]
         [--json out.json]
@@ -31,6 +32,7 @@ DEFAULT_PAIRS = "gated_delta_rule_update:7,unified_attention:13,rms_norm:0,unifi
 
 def measure(operator: str, shape_id: str, repeats: int) -> dict[str, Any]:
     import torch
+    from torch._C._profiler import _ExperimentalConfig
     from torch.profiler import ProfilerActivity, profile
 
     from evaluator.fallback_cuda import (
@@ -54,6 +56,10 @@ def measure(operator: str, shape_id: str, repeats: int) -> dict[str, Any]:
     def call() -> Any:
         return model(**inputs)
 
+    # The device-only profile without the profiler's external correlation ids (which tie a
+    # kernel to the host op that launched it: unused when the host ops are not recorded).
+    no_external_correlation = _ExperimentalConfig(disable_external_correlation=True)
+
     with torch.inference_mode():
         call()
         torch.cuda.synchronize()
@@ -64,13 +70,14 @@ def measure(operator: str, shape_id: str, repeats: int) -> dict[str, Any]:
             call()
             torch.cuda.synchronize()
             row["plain"] = time.perf_counter() - t0
-            for name, activities in (
-                ("watched", [ProfilerActivity.CPU, ProfilerActivity.CUDA]),
-                ("cuda_only", [ProfilerActivity.CUDA]),
+            for name, activities, config in (
+                ("watched", [ProfilerActivity.CPU, ProfilerActivity.CUDA], None),
+                ("cuda_only", [ProfilerActivity.CUDA], None),
+                ("cuda_noext", [ProfilerActivity.CUDA], no_external_correlation),
             ):
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
-                prof = profile(activities=activities)
+                prof = profile(activities=activities, experimental_config=config)
                 prof.__enter__()
                 t1 = time.perf_counter()
                 call()

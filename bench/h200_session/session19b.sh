@@ -2,8 +2,9 @@
 # Session 19's second H200 call (harness 0.3.10), on a freshly started machine: how long the
 # first read of torch's and the CUDA libraries' files takes (is a fresh machine's first run slow
 # on its disk?), then the 30-operator submission over the full v1 suite a third time (against
-# the first call's two runs), every GPU test, and the 14-operator Triton bundle over v1 if the
-# time allows. Packed into $OUT/session19b.tgz.
+# the first call's two runs), every GPU test, what the profiler's external correlation costs a
+# device-only watched call (bench/profiler_cost.py's cuda_noext), and the 14-operator Triton
+# bundle over v1 if the time allows. Packed into $OUT/session19b.tgz.
 #   BUDGET=585 bash bench/h200_session/session19b.sh
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT_OUT=$OUT; export OUT=$(mktemp -d); BUDGET=${BUDGET:-585}
@@ -24,6 +25,11 @@ tail -2 $OUT/full-30-3-phases.txt
 timeout --kill-after=5 $(( $(left) - 8 )) python3 -m pytest -p no:django -p no:cacheprovider \
   --confcutdir=tests/evaluator -m gpu -q --tb=short -rA tests/evaluator > $OUT/gpu-tests.log 2>&1
 mark "gpu tests rc=$?"; grep -h -E "FAILED|ERROR" $OUT/gpu-tests.log | tail; tail -1 $OUT/gpu-tests.log
+if [ $(left) -gt 200 ]; then
+  timeout 90 python3 bench/profiler_cost.py --pairs gated_delta_rule_update:6 --repeats 2 \
+    --json $OUT/profiler-cost.json > $OUT/profiler-cost.txt 2>&1
+  mark "profiler cost rc=$?"; cat $OUT/profiler-cost.txt
+fi
 if [ $(left) -gt 130 ]; then
   S=$(date +%s)
   timeout --kill-after=5 $(( $(left) - 8 )) python3 -m evaluator run examples/bundles/triton-baseline \
