@@ -659,9 +659,11 @@ class CudaFallbackMonitor:
         """
         torch.cuda.synchronize(self.device)  # earlier work stays out of the region
         activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+        config = None
         if self.first_call_device_only and not self.call_activities:
             activities = [ProfilerActivity.CUDA]  # its kernels' launchers are not read
-        with profile(activities=activities) as profiler:
+            config = device_only_profiler_config()
+        with profile(activities=activities, experimental_config=config) as profiler:
             try:
                 result = fn()
             finally:
@@ -702,6 +704,19 @@ class CudaFallbackMonitor:
                     "streams (device-wide synchronise)"
                 )
         return report
+
+
+def device_only_profiler_config() -> Any:
+    """The profiler's configuration for a call profiled for its device activity only:
+    without external correlation, the ids that tie each kernel to the host op that launched
+    it, which such a call does not read (its host ops are not recorded). None (the default
+    configuration) where this torch has no such switch."""
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        return _ExperimentalConfig(disable_external_correlation=True)
+    except (ImportError, TypeError):
+        return None
 
 
 def busiest_stream_s(activities: Iterable[DeviceActivity]) -> float:

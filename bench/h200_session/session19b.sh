@@ -1,5 +1,6 @@
 #!/bin/bash
-# Session 19's second H200 call (harness 0.3.10), on a freshly started machine: how long the
+# Session 19's second H200 call (harness 0.3.11: a first call profiled for its device activity
+# only goes without the profiler's external correlation), on a freshly started machine: how long the
 # first read of torch's and the CUDA libraries' files takes (is a fresh machine's first run slow
 # on its disk?), then the 30-operator submission over the full v1 suite a third time (against
 # the first call's two runs), every GPU test, what the profiler's external correlation costs a

@@ -37,6 +37,7 @@ from evaluator.fallback_cuda import (
     CudaFallbackMonitor,
     DeviceActivity,
     KernelOrigins,
+    device_only_profiler_config,
     activities_from_profile,
     attribution_report,
     classify_activity,
@@ -923,3 +924,15 @@ def test_a_cuda_monitor_told_of_more_calls_gives_no_share_from_its_first_alone()
         monitor.report(q_bytes=None)
     assert not CudaFallbackMonitor(device=None, calls=1).first_call_device_only
     assert not CudaFallbackMonitor(device=None).first_call_device_only
+
+
+def test_a_call_profiled_for_its_device_activity_only_has_no_external_correlation():
+    # Those ids tie a kernel to the host op that launched it; such a call records no host
+    # op. (The GPU test test_the_first_call_is_watched_for_its_device_activity_only checks
+    # that the calls after it still get their launchers.)
+    from torch._C._profiler import _ExperimentalConfig
+
+    config = device_only_profiler_config()
+    assert config is not None  # this torch has the switch
+    off = _ExperimentalConfig(disable_external_correlation=True).__getstate__()
+    assert config.__getstate__() == off != _ExperimentalConfig().__getstate__()
