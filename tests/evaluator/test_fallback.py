@@ -37,10 +37,10 @@ from evaluator.fallback_cuda import (
     CudaFallbackMonitor,
     DeviceActivity,
     KernelOrigins,
-    device_only_profiler_config,
     activities_from_profile,
     attribution_report,
     classify_activity,
+    device_only_profiler_config,
     kernel_origins,
 )
 from evaluator.fallback_report import NO_KERNEL_WARNING, NO_MONITOR_WARNING
