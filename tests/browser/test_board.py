@@ -124,6 +124,19 @@ def test_submission_page_filters_shapes_in_place_and_leads_with_the_score_on_a_p
     page.screenshot(path=str(tmp_path / "submission-phone.png"))
 
 
+def _assert_interval_inside_its_cell(page) -> None:
+    """The tiny row's 95% interval lies within its score cell (it breaks after its comma
+    where the column is too narrow), not over the next column or off the screen."""
+    cell = page.locator("#ranked tr[data-submission]", has_text="tiny").locator("td.col-score")
+    assert cell.locator(".ci").inner_text().replace("\n", " ").startswith("[0.00")
+    box = cell.bounding_box()
+    for part in cell.locator(".ci span").all():
+        inner = part.bounding_box()
+        assert box["x"] <= inner["x"] and inner["x"] + inner["width"] <= box["x"] + box["width"], (
+            box, inner, page.viewport_size
+        )
+
+
 def _rect(page, selector: str) -> dict:
     return page.eval_on_selector(
         selector,
@@ -137,8 +150,12 @@ def test_rank_name_and_score_stay_in_place_when_scrolling_and_lead_on_a_phone(
 ):
     for title, fraction in (("first", 0.9), ("second", 0.2)):
         publish_row(owner=UserFactory(), suite=catalogue, title=title, fraction=fraction)
+    # A score of a hundred-thousandth of the roofline, with its interval: the longest
+    # figures the score column shows.
+    publish_row(owner=UserFactory(), suite=catalogue, title="tiny", fraction=1.08e-5, spread=0.05)
     page.set_viewport_size({"width": 900, "height": 800})
     page.goto(f"{live_server.url}/?suite=atrex-bench-v0.1&hardware=cpu-dev")
+    _assert_interval_inside_its_cell(page)
     row = "#ranked tr[data-submission]:first-child"
     sticky = [f"{row} > td.col-rank", f"{row} > th.col-name", f"{row} > td.col-score"]
     moving = f"{row} > td:nth-child(4)"  # Real pass
@@ -169,4 +186,5 @@ def test_rank_name_and_score_stay_in_place_when_scrolling_and_lead_on_a_phone(
     assert table_top < filters_top
     assert page.locator(f"{row} > td.col-rank").inner_text() == "1"
     assert page.locator(f"{row} > td.col-score").inner_text().startswith("90")
+    _assert_interval_inside_its_cell(page)
     page.screenshot(path=str(tmp_path / "board-390.png"), full_page=True)
