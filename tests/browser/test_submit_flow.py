@@ -24,6 +24,29 @@ def _sign_up(page, live_server) -> None:
     page.wait_for_url("**/submissions/new/")
 
 
+def _assert_the_page_fits_a_phone(page) -> None:
+    """At 390 px nothing runs off the screen: not the hardware queues (one block per
+    hardware there, what a submission would meet included), not the form's fields."""
+    size = page.viewport_size
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    cells = page.locator("#queues tbody td, #upload-form select, #upload-form input")
+    assert cells.count() > 10
+    for cell in cells.all():
+        box = cell.bounding_box()
+        if box is not None:  # the file input's box, for one, may be the browser's own
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (
+                cell.evaluate("e => e.outerHTML.slice(0, 80)"),
+                box,
+            )
+    h100 = page.locator("#queues tbody tr", has_text="NVIDIA H100 SXM")
+    assert "no worker for NVIDIA H100 SXM is online" in h100.locator("td.queue-wait").inner_text()
+    assert h100.locator("td.queue-wait").is_visible()
+    page.set_viewport_size(size)
+    page.reload()
+
+
 def test_check_submit_on_an_unserved_queue_cancel_and_correct_a_rejection(
     close_other_db_sessions_at_the_end,
     page,
@@ -39,6 +62,7 @@ def test_check_submit_on_an_unserved_queue_cancel_and_correct_a_rejection(
     whole_example.write_bytes(example_zip("triton-baseline").read())
     _sign_up(page, live_server)
     assert "this hour: 10 of 10 left" in page.locator("#quota").inner_text()
+    _assert_the_page_fits_a_phone(page)
 
     # Check only: nothing stored, the skipped files named, the quota untouched.
     page.get_by_label("Kernel bundle").set_input_files(str(whole_example))
