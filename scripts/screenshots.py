@@ -10,7 +10,9 @@ runserver``, and photographs every page of ``PAGES`` with Debian's chromium thro
 Playwright at 1280 and 390 px: ``docs/screenshots/<page>-desktop.png`` and
 ``<page>-phone.png``, the whole page down to ``MAX_HEIGHT_PX``. It writes
 ``docs/screenshots/README.md``, an index of them. A page that answers 404 (a page not built
-yet) is skipped with a warning; any other failure stops the run.
+yet) is skipped with a warning; any other failure stops the run. A page wider than the
+window (one a phone would scroll sideways) is photographed, with a warning that names the
+elements running off it.
 
 ``PAGES`` is the one list of pages: a page is one line there.
 """
@@ -203,6 +205,25 @@ def log_in(context, base: str, username: str) -> None:
     page.close()
 
 
+OFF_SCREEN = """() => {
+  const width = document.documentElement.clientWidth;
+  if (document.documentElement.scrollWidth <= width) return [];
+  const out = [];
+  for (const e of document.querySelectorAll("body *")) {
+    const r = e.getBoundingClientRect();
+    if (r.width === 0 || r.right <= width + 1) continue;
+    if ([...e.children].some(c => c.getBoundingClientRect().right > width + 1)) continue;
+    const name = e.tagName.toLowerCase() + (e.id ? "#" + e.id : "")
+      + (e.classList.length ? "." + [...e.classList].join(".") : "");
+    out.push(`${name} to ${Math.round(r.right)} px`);
+    if (out.length === 5) break;
+  }
+  return out;
+}"""
+"""Where the page is wider than the window: up to five of the innermost elements that run off
+its right edge (a page a phone would have to scroll sideways)."""
+
+
 def photograph(context, url: str, out: Path) -> int | None:
     """Save ``url`` as ``out``; returns the HTTP status, or None when it answered 404."""
     page = context.new_page()
@@ -218,6 +239,9 @@ def photograph(context, url: str, out: Path) -> int | None:
         page.wait_for_selector(".chart .main-svg", timeout=15_000)
     height = page.evaluate("document.documentElement.scrollHeight")
     width = page.viewport_size["width"]
+    wider = page.evaluate(OFF_SCREEN)
+    if wider:
+        say(f"warning: {url} at {width} px: runs off the screen: {'; '.join(wider)}")
     page.screenshot(
         path=str(out),
         full_page=True,
