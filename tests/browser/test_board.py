@@ -92,6 +92,17 @@ def test_ticking_two_board_rows_compares_them_with_a_table_and_a_chart(
     page.locator("#changed-only").click()
     page.wait_for_url("**changed=1*")
     assert page.locator("#compare-shapes tbody[id^=shapes-]").count() == 1
+    # On a phone each compared submission is one block, its figures named, all on screen.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    first = page.locator("#compare-submissions tbody tr").first
+    labels = first.locator("td").evaluate_all(
+        "cells => cells.map(c => getComputedStyle(c, '::before').content)"
+    )
+    assert labels[:3] == ['"owner "', '"status "', '"aggregate "'], labels
+    for cell in first.locator("th, td").all():
+        box = cell.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (cell.inner_text(), box)
 
 
 def test_submission_page_filters_shapes_in_place_and_leads_with_the_score_on_a_phone(
@@ -133,7 +144,9 @@ def _assert_interval_inside_its_cell(page) -> None:
     for part in cell.locator(".ci span").all():
         inner = part.bounding_box()
         assert box["x"] <= inner["x"] and inner["x"] + inner["width"] <= box["x"] + box["width"], (
-            box, inner, page.viewport_size
+            box,
+            inner,
+            page.viewport_size,
         )
 
 
