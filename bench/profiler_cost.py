@@ -32,12 +32,12 @@ DEFAULT_PAIRS = "gated_delta_rule_update:7,unified_attention:13,rms_norm:0,unifi
 
 def measure(operator: str, shape_id: str, repeats: int) -> dict[str, Any]:
     import torch
-    from torch._C._profiler import _ExperimentalConfig
     from torch.profiler import ProfilerActivity, profile
 
     from evaluator.fallback_cuda import (
         CudaFallbackMonitor,
         activities_from_profile,
+        device_only_profiler_config,
         kernel_origins,
         prepare_cuda_monitoring,
     )
@@ -56,9 +56,10 @@ def measure(operator: str, shape_id: str, repeats: int) -> dict[str, Any]:
     def call() -> Any:
         return model(**inputs)
 
-    # The device-only profile without the profiler's external correlation ids (which tie a
-    # kernel to the host op that launched it: unused when the host ops are not recorded).
-    no_external_correlation = _ExperimentalConfig(disable_external_correlation=True)
+    # The device-only profile as the monitor makes it: without the profiler's external
+    # correlation ids (which tie a kernel to the host op that launched it: unused when the
+    # host ops are not recorded).
+    no_external_correlation = device_only_profiler_config()
 
     with torch.inference_mode():
         call()
