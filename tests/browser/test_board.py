@@ -10,6 +10,7 @@ import io
 
 import pytest
 
+from tests.browser.layout import assert_within_width, before_labels
 from tests.factories import UserFactory
 from tests.leaderboard.results_factory import publish_row
 
@@ -96,13 +97,9 @@ def test_ticking_two_board_rows_compares_them_with_a_table_and_a_chart(
     page.set_viewport_size({"width": 390, "height": 844})
     page.reload()
     first = page.locator("#compare-submissions tbody tr").first
-    labels = first.locator("td").evaluate_all(
-        "cells => cells.map(c => getComputedStyle(c, '::before').content)"
-    )
+    labels = before_labels(first.locator("td"))
     assert labels[:3] == ['"owner "', '"status "', '"aggregate "'], labels
-    for cell in first.locator("th, td").all():
-        box = cell.bounding_box()
-        assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (cell.inner_text(), box)
+    assert_within_width(first.locator("th, td"), 390)
 
 
 def test_submission_page_filters_shapes_in_place_and_leads_with_the_score_on_a_phone(

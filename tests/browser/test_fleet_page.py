@@ -8,6 +8,7 @@ from django.test import Client
 from django.utils import timezone
 
 from fleet.models import WorkerNode
+from tests.browser.layout import assert_within_width, before_labels
 from tests.factories import UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -38,13 +39,9 @@ def test_the_fleet_page_reads_on_a_phone(
     page.goto(f"{live_server.url}/staff/fleet/")
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     worker = page.locator("table.fleet-workers tbody tr").first
-    labels = worker.locator("td").evaluate_all(
-        "cells => cells.map(c => getComputedStyle(c, '::before').content)"
-    )
+    labels = before_labels(worker.locator("td"))
     assert labels[:3] == ['"status "', '"heartbeat "', '"queues "'], labels
     cells = page.locator("table.fleet-queues tbody tr > *, table.fleet-workers tbody tr > *")
     assert cells.count() > 10
-    for cell in cells.all():
-        box = cell.bounding_box()
-        assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (cell.inner_text(), box)
+    assert_within_width(cells, 390)
     assert "NVIDIA H200" in worker.inner_text()

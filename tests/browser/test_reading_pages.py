@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.browser.layout import assert_within_width
 from tests.factories import UserFactory
 from tests.leaderboard.results_factory import publish_row
 
@@ -45,9 +46,7 @@ def test_about_operator_and_history_pages_read_at_desktop_and_phone_width(
         assert _no_sideways_page(page), f"the operator page scrolls sideways at {width} px"
         # Every figure of a shape is on screen, T_SOL and the best result included (on a
         # phone each shape is one block, not a table scrolled sideways).
-        for cell in page.locator("#shape-table tbody tr").first.locator("th, td").all():
-            box = cell.bounding_box()
-            assert 0 <= box["x"] and box["x"] + box["width"] <= width, (cell.inner_text(), box)
+        assert_within_width(page.locator("#shape-table tbody tr").first.locator("th, td"), width)
         page.screenshot(path=str(tmp_path / f"operator-{width}.png"), full_page=True)
 
         page.goto(f"{live_server.url}/history/{BOARD}")
