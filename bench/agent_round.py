@@ -21,7 +21,9 @@ Columns (seconds, host wall clock):
               the device, the profiler): near 0 where a child warmed up ahead served it
     harness   the operator's reference and the integrity snapshot
     import    the candidate's import
-    compile   the first correctness call of each shape (Triton compiles happen there)
+    compile   the first correctness call of each shape (Triton compiles happen there), and
+              the specialisations of the previous round compiled before the first shape
+              (``evaluator.compile_ahead``)
     checks    the other correctness work: inputs, candidate and reference calls, comparison,
               the fallback monitor's report
     timing    the timed calls of the candidate and the reference, and their checks
@@ -88,7 +90,7 @@ def round_phases(results: dict[str, Any], total_s: float) -> dict[str, float]:
         row["harness"] += phases["harness"]
         row["ahead"] += phases["ahead"]
         row["import"] += phases["import"]
-        row["compile"] += phases["compile"]
+        row["compile"] += phases["compile"] + phases["precompile"]
         row["checks"] += sum(
             phases[k]
             for k in ("setup", "inputs", "candidate", "reference", "compare", "hooks", "fb_report")

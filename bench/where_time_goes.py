@@ -8,6 +8,8 @@ divides every operator's turn into the phases the harness records in results.jso
                 profiler); ``ahead`` is what was hidden behind the previous operator
     harness     the operator's reference module and the integrity snapshot
     import      the candidate's import
+    precompile  a campaign round's specialisations compiled before its first shape, those its
+                previous round compiled (``evaluator.compile_ahead``, harness 0.3.12)
     variants    hidden validation variants (correctness only)
     setup       per shape: reference and Model built, fallback monitor set up
     inputs      correctness inputs generated (twice per trial: the candidate's, the check's)
@@ -54,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 COLUMNS = (
-    "ahead", "start", "harness", "import", "variants", "setup", "inputs", "compile",
+    "ahead", "start", "harness", "import", "precompile", "variants", "setup", "inputs", "compile",
     "candidate", "reference", "compare", "hooks", "fb_report", "timing", "t_reference", "t_checks",
     "io", "exit",
 )  # fmt: skip
@@ -69,7 +71,7 @@ def operator_phases(entry: dict[str, Any]) -> dict[str, float]:
     child = entry.get("phases_s") or {}
     out = {name: 0.0 for name in COLUMNS}
     out["ahead"] = float(entry.get("ahead_s") or 0.0)
-    for name in ("start", "harness", "import", "variants", "exit"):
+    for name in ("start", "harness", "import", "precompile", "variants", "exit"):
         out[name] = float(child.get(name, 0.0))
     shapes_s = float(child.get("shapes", 0.0))
     accounted = 0.0

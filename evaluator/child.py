@@ -261,6 +261,13 @@ def run_job(
 
     variants = variants_of(job)  # taken before the candidate exists
     bundle_dir = Path(job["bundle_dir"])
+    recorder = None
+    if job.get("record_compiles"):  # a campaign's round: its next round compiles these ahead
+        from evaluator.compile_ahead import Recorder
+
+        recorder = Recorder()
+        if not recorder.install():
+            recorder = None
     confine_candidate(bundle_dir, guard)
     try:
         module = import_candidate(bundle_dir / job["module_path"], job["operator"], bundle_dir)
@@ -275,6 +282,14 @@ def run_job(
     except TamperingError as exc:
         send({"event": "tampering", "error": exc.message})
         return 0
+    if job.get("compile_ahead"):
+        ahead = _compile_ahead(module, bundle_dir, job["compile_ahead"], recorder)
+        send({"event": "compiled_ahead", **ahead})
+        try:
+            guard.check("while the kernel's specialisations were compiled ahead")
+        except TamperingError as exc:
+            send({"event": "tampering", "error": exc.message})
+            return 0
     scan_warnings = scan_candidate(module, bundle_dir)  # hints, once per operator
     variant_records = []
     for variant in variants:
@@ -334,8 +349,30 @@ def run_job(
         if record.get("tampering"):
             send({"event": "tampering", "error": record["error"]})
             return 0
+    if recorder is not None:
+        send({"event": "compiles", "specs": recorder.specs()})
     send({"event": "done"})
     return 0
+
+
+def _compile_ahead(
+    module: Any, bundle_dir: Path, specs: Any, recorder: Any | None
+) -> dict[str, Any]:
+    """The previous round's specialisations compiled for the candidate's functions (its
+    module's and those of the bundle's other modules it loaded), before its first shape
+    (``evaluator.compile_ahead``)."""
+    from evaluator.compile_ahead import compile_ahead
+
+    root = os.path.join(os.path.realpath(bundle_dir), "")
+    modules = [module]  # itself first: its names win
+    for other in list(sys.modules.values()):
+        path = getattr(other, "__file__", None)
+        if isinstance(path, str) and os.path.realpath(path).startswith(root):
+            modules.append(other)
+    try:
+        return compile_ahead(modules, specs, recorder=recorder)
+    except Exception as exc:  # never the round's verdict: its shapes compile as before
+        return {"error": message_of(exc)}
 
 
 def _device_sync(device: str) -> Any:

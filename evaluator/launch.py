@@ -51,12 +51,15 @@ PASSED_VARIABLES = (
     "ATREX_FORK_SERVER",
     "ATREX_CONCURRENCY",
     "ATREX_START_AHEAD_DEPTH",
+    "ATREX_COMPILE_AHEAD",
 )
 """Variables of this process that the child gets, when set (plus ``PYTHONPATH``, after
 ``PROJECT_ROOT``, and every ``ATREX_SANDBOX_*``). ``ATREX_FORK_SERVER`` (on by default,
 ``evaluator.forkserver.enabled``) lets a worker turn the fork server off with ``0``;
 ``ATREX_CONCURRENCY`` is the worker's operators at once (``evaluator.concurrency``),
-``ATREX_START_AHEAD_DEPTH`` how many children warm up ahead (``evaluator.cli``)."""
+``ATREX_START_AHEAD_DEPTH`` how many children warm up ahead (``evaluator.cli``);
+``ATREX_COMPILE_AHEAD`` ``0`` turns off a campaign round's compiling ahead of its previous
+round's specialisations (``evaluator.serve``; on by default), for a before-and-after."""
 PASSED_PREFIX = "ATREX_SANDBOX_"
 
 

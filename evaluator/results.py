@@ -293,13 +293,16 @@ def operator_entry(
     wall_s: float | None = None,
     phases_s: Mapping[str, float] | None = None,
     ahead_s: float | None = None,
+    compile_ahead: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One entry of the "operators" list (``variants``: the validation variants' name,
     status and error; empty when none ran; ``wall_s``: the operator's turn, from its child
     getting the job to the child's exit, what was left of its start-up included;
     ``phases_s``: how that time divides, see ``evaluator.runner.ChildOutcome.phases``;
     ``ahead_s``: how long the child had been starting before its turn, beside the previous
-    operator's child). The per-operator verdict and its counts (``verdict``,
+    operator's child; ``compile_ahead``, in a campaign's round only: what its child
+    compiled before its first shape, ``evaluator.compile_ahead``). The per-operator verdict
+    and its counts (``verdict``,
     ``apparent_passes``, ``real_passes``, ``wrong_shapes``, ``hold_codes``) come from
     ``evaluator.scoring.operator_verdict`` over ``shapes``."""
     verdict = operator_verdict(shapes)
@@ -328,6 +331,7 @@ def operator_entry(
         "wall_s": finite_or_none(wall_s),
         "phases_s": _wall(phases_s) or {},
         "ahead_s": finite_or_none(ahead_s),
+        **({"compile_ahead": dict(compile_ahead)} if compile_ahead else {}),
     }
 
 

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from evaluator import forkserver, spawner
 from evaluator import sanitizer as memory_sanitizer
 from evaluator.bundle import BundleManifest, extract_bundle
+from evaluator.compile_ahead import valid_specs
 from evaluator.concurrency import OperatorSlots, SlotControl, TimingWindow, check_users
 from evaluator.environment import collect_environment, gpu_clocks
 from evaluator.errors import BundleError
@@ -125,6 +126,11 @@ class ChildOutcome:
     the candidate, started a shape and was done, and when it was gone (see ``phases``)."""
     ahead_s: float = 0.0
     """How long the child had been up (warming its harness) before its job was sent."""
+    compile_ahead: dict[str, Any] | None = None
+    """What the child compiled ahead of its first shape (a campaign's round), as it said."""
+    compiles: list[dict[str, str]] | None = None
+    """The Triton specialisations the child compiled (a campaign's round), as it said:
+    untrusted, for its campaign's next round only (``evaluator.compile_ahead``)."""
 
     def mark(self, name: str, at: float) -> None:
         self.marks.setdefault(name, round(at, 3))
@@ -133,11 +139,13 @@ class ChildOutcome:
         """Where the child's wall time from its job to its exit went: ``start`` (what was
         left of its start-up when the job came: sandbox, interpreter, torch, the device,
         the profiler), ``harness`` (the operator's reference, the integrity snapshot),
-        ``import`` (the candidate's import), ``variants`` (hidden validation variants),
+        ``import`` (the candidate's import), ``precompile`` (a campaign round's
+        specialisations compiled ahead), ``variants`` (hidden validation variants),
         ``shapes``, ``exit`` (tear-down); a phase the child never reached is left out."""
         # Each mark ends the phase named beside it (the launch is at 0).
         names = {"hello": "start", "ready": "harness", "imported": "import",
-                 "shape_start": "variants", "done": "shapes", "gone": "exit"}  # fmt: skip
+                 "compiled_ahead": "precompile", "shape_start": "variants", "done": "shapes",
+                 "gone": "exit"}  # fmt: skip
         phases: dict[str, float] = {}
         previous = 0.0
         for mark in names:
@@ -474,6 +482,16 @@ class ChildStarter:
     def _start(self, operator: str) -> StartedChild:
         return self.start(operator, log_path=self.log_path(operator), cache=operator)
 
+    def job_extras(self, operator: str) -> dict[str, Any]:
+        """What an operator's child gets in its job beyond the run's: nothing here (a
+        campaign's rounds, ``evaluator.serve.RoundStarter``, ask for the specialisations
+        compiled and hand on the previous round's)."""
+        return {}
+
+    def compiled(self, operator: str, specs: list[dict[str, str]]) -> None:
+        """The Triton specialisations ``operator``'s child said it compiled: not kept here
+        (see ``job_extras``)."""
+
     def free_users(self) -> int:
         """How many more children may start now: sandbox users no live child of this
         starter runs as."""
@@ -721,7 +739,7 @@ def _follow(
             if on_event is not None:
                 on_event(message)
             event = message.get("event")
-            if event in ("hello", "ready", "imported", "shape_start", "done"):
+            if event in ("hello", "ready", "imported", "compiled_ahead", "shape_start", "done"):
                 outcome.mark(str(event), now - launched)
             if event == "shape_start":
                 current = f"shape {message.get('shape_id')}"
@@ -740,6 +758,22 @@ def _follow(
                 outcome.records[str(record.get("shape_id"))] = record
                 on_record(record)
                 current = None
+            elif event == "compiled_ahead" and outcome.compile_ahead is None:
+                outcome.compile_ahead = {
+                    k: message[k]
+                    for k in (
+                        "compiled",
+                        "skipped",
+                        "failed",
+                        "forks",
+                        "fork_s",
+                        "seconds",
+                        "error",
+                    )
+                    if isinstance(message.get(k), (int, float, str))
+                }
+            elif event == "compiles" and outcome.compiles is None:
+                outcome.compiles = valid_specs(message.get("specs"))
             elif event == "reference_request" and reference_fd is not None:
                 (references or ReferenceServer({})).serve(reference_fd, message)
             elif event == "tampering":
@@ -903,6 +937,7 @@ def _evaluate_operator(
     child_wall_s: float | None = None
     child_phases: dict[str, float] = {}
     ahead_s: float | None = None
+    compiled_ahead: dict[str, Any] | None = None
 
     def finish(shape: ShapeSpec, **kwargs: Any) -> None:
         entry = shape_entry(shape, hardware=hardware, threshold_own_share=threshold, **kwargs)
@@ -980,6 +1015,7 @@ def _evaluate_operator(
             reference_times=hits,
             measurement=measurement,
         )
+        job.update(starter.job_extras(operator))
         try:
             child = starter.take(operator)
             outcome = run_started_child(
@@ -999,6 +1035,9 @@ def _evaluate_operator(
         child_wall_s = outcome.marks.get("gone")
         child_phases = outcome.phases()
         ahead_s = outcome.ahead_s
+        compiled_ahead = outcome.compile_ahead
+        if outcome.compiles and not outcome.tampered:
+            starter.compiled(operator, outcome.compiles)
         status, error = outcome.status, outcome.error
         variants = outcome.variants
         if timings is not None and to_store and not outcome.tampered:
@@ -1041,6 +1080,7 @@ def _evaluate_operator(
         wall_s=child_wall_s,
         phases_s=child_phases,
         ahead_s=ahead_s,
+        compile_ahead=compiled_ahead,
     )
 
 

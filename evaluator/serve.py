@@ -25,6 +25,13 @@ empty when it was started (read-only to it, owned by this process), so no round'
 reach the folder, the private temp folder or the memory of a later round's child, and no
 round's code runs in this process or in a process that reports a later round's verdict.
 
+An agent's revised kernel is a bundle the campaign's Triton cache has not seen (it is kept
+by the bundle's digest), so its round would compile every specialisation at its shapes'
+first calls. Each round's child records what it compiled, and the server hands that list
+(``job_extras``) to the operator's next round, whose child compiles the specialisations of
+its revised kernel that still fit, several at once, before its first shape
+(``evaluator.compile_ahead``; ``ATREX_COMPILE_AHEAD=0`` turns it off).
+
 The server never outlives its campaign: it exits when its stdin closes, it is killed
 (``PR_SET_PDEATHSIG``) when the thread that started it ends, and every child it starts is
 killed when it dies (``evaluator.sandbox``).
@@ -45,6 +52,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from evaluator.compile_ahead import valid_specs
 from evaluator.errors import UserError
 from evaluator.runner import ChildStarter, StartedChild, start_child
 from evaluator.sandbox import (
@@ -132,6 +140,7 @@ class RoundStarter(ChildStarter):
         triton_cache: bool = True,
         tmpfs: bool = False,
         ahead: bool | None = None,
+        compile_ahead: bool = True,
     ) -> None:
         # During a round by default only on CUDA, as the runner's start-ahead: on the CPU
         # the next child's start-up would take the cores the round measures on; it starts
@@ -155,6 +164,10 @@ class RoundStarter(ChildStarter):
         self._folders: dict[int, Path] = {}  # a child's pid: its folder
         self._operator: str | None = None
         self._round: Path | None = None  # the folder of the round being run
+        # Per operator, the Triton specialisations its last round compiled: the next
+        # round's child compiles them ahead, several at once (evaluator.compile_ahead).
+        self._compiles: dict[str, list[dict[str, str]]] = {}
+        self.compile_ahead = compile_ahead
 
     # -- runner.RoundChildren ---------------------------------------------------------
 
@@ -237,6 +250,19 @@ class RoundStarter(ChildStarter):
         )
         self._folders[child.process.pid] = folder
         return child
+
+    def job_extras(self, operator: str) -> dict[str, Any]:
+        """A round's child records what it compiles, and compiles ahead what the
+        operator's previous round did (when it compiled anything)."""
+        specs = self._compiles.get(operator) if self.compile_ahead else None
+        return {"record_compiles": True, **({"compile_ahead": specs} if specs else {})}
+
+    def compiled(self, operator: str, specs: list[dict[str, str]]) -> None:
+        """Keep what the round's child compiled for the operator's next round (a round
+        that compiled nothing, one that stopped early say, leaves the last list)."""
+        kept = valid_specs(specs)
+        if kept:
+            self._compiles[operator] = kept
 
     def take(self, operator: str) -> StartedChild:
         """This round's child: the one prepared, or a fresh one in the same folder if it
@@ -337,6 +363,12 @@ def die_with_parent(parent_pid: int | None) -> None:
         os._exit(1)
 
 
+def compile_ahead_enabled() -> bool:
+    """Whether a round compiles ahead what its operator's previous round compiled (on
+    unless ``ATREX_COMPILE_AHEAD`` is ``0``: the before of a before-and-after)."""
+    return os.environ.get("ATREX_COMPILE_AHEAD", "1").strip() != "0"
+
+
 def serve_policy(args: argparse.Namespace) -> SandboxPolicy:
     """The sandbox policy of every round's child: as ``run``'s, with the worker's private
     folders (the reference pool's and the reference timings', which ``run_bundle`` hides
@@ -364,6 +396,10 @@ def command_serve(args: argparse.Namespace) -> int:
         + ("on, in tmpfs folders" if tmpfs else "on" if triton_cache else "off")
         + ("" if triton_cache or not args.triton_cache else " (no private mounts as root)")
     )
+    _log(
+        "compiling ahead a round's previous specialisations: "
+        + ("on" if compile_ahead_enabled() else "off")
+    )
     prepared = suite_for(args)
     policy = serve_policy(args)
     device_kind = "cuda" if args.device.startswith("cuda") else "cpu"
@@ -379,6 +415,7 @@ def command_serve(args: argparse.Namespace) -> int:
             triton_cache=triton_cache,
             tmpfs=tmpfs,
             ahead=args.start_ahead,
+            compile_ahead=compile_ahead_enabled(),
         )
         try:
             for line in sys.stdin:
