@@ -365,11 +365,11 @@ def _compile_ahead(
 
     root = os.path.join(os.path.realpath(bundle_dir), "")
     modules = [module]  # itself first: its names win
-    for other in list(sys.modules.values()):
-        path = getattr(other, "__file__", None)
-        if isinstance(path, str) and os.path.realpath(path).startswith(root):
-            modules.append(other)
     try:
+        for other in list(sys.modules.values()):
+            path = getattr(other, "__file__", None)
+            if isinstance(path, str) and os.path.realpath(path).startswith(root):
+                modules.append(other)
         return compile_ahead(modules, specs, recorder=recorder)
     except Exception as exc:  # never the round's verdict: its shapes compile as before
         return {"error": message_of(exc)}

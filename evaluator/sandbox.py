@@ -1360,14 +1360,45 @@ def foreign_processes(
     return found
 
 
+def _private_bytes(pid: int) -> int | None:
+    """The memory only ``pid`` maps (``Private_Clean`` + ``Private_Dirty`` of its
+    ``smaps_rollup``): of a fork, what it wrote or allocated since, not the pages it still
+    shares with its parent. None where the kernel does not say."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    total = found = 0
+    for line in text.splitlines():
+        if line.startswith((b"Private_Clean:", b"Private_Dirty:")):
+            parts = line.split()
+            if len(parts) >= 2 and parts[1].isdigit():
+                total += int(parts[1]) * 1024
+                found += 1
+    return total if found == 2 else None
+
+
 def tree_rss_bytes(
     session: int, uid: int | None = None, *, pids: Iterable[int] | None = None
 ) -> int:
     """Resident memory of every process of a child's tree (``pids``, else as
-    :func:`descendants` lists it now), in bytes."""
+    :func:`descendants` lists it now), in bytes. A copy of the child younger than
+    ``FORK_GRACE_S`` (a fork compiling for it, ``evaluator.compile_ahead``, or on its way to
+    exec a compiler) counts its private memory only: its resident pages are mostly the
+    child's own, shared, and a dozen of them would count the child a dozen times."""
     page = os.sysconf("SC_PAGE_SIZE")
+    child = None
     total = 0
     for pid in descendants(session, uid) if pids is None else pids:
+        if pid != session:
+            child = child or _identity(session)
+            if child is not None and _identity(pid) == child:
+                if (_age_s(pid) or 0.0) < FORK_GRACE_S:
+                    private = _private_bytes(pid)
+                    if private is not None:
+                        total += private
+                        continue
         try:
             with open(f"/proc/{pid}/statm", "rb") as handle:
                 total += int(handle.read().split()[1]) * page

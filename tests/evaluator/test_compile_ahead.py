@@ -5,6 +5,7 @@ compiles from them is checked on the GPU (``test_compile_ahead_gpu.py``)."""
 from __future__ import annotations
 
 import json
+import os
 import types
 from pathlib import Path
 
@@ -198,3 +199,44 @@ def test_the_time_compiling_ahead_is_a_phase_of_its_own():
         without.mark(mark, at)
     assert "precompile" not in without.phases()
     assert without.phases()["variants"] == pytest.approx(0.8)
+
+
+FORKING_CHILD = """
+import os, time
+block = bytearray(200 * 1024 * 1024)
+for index in range(0, len(block), 4096):  # every page resident
+    block[index] = 1
+forks = []
+for _ in range(3):  # copies of the child, as compile_ahead makes: they share its pages
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(1.5)
+        os._exit(0)
+    forks.append(pid)
+print("ready", flush=True)
+for pid in forks:
+    os.waitpid(pid, 0)
+"""
+
+
+def test_young_forks_of_the_child_count_their_own_memory_not_the_childs_again():
+    import subprocess
+    import sys
+
+    from evaluator.sandbox import descendants, tree_rss_bytes
+
+    process = subprocess.Popen(
+        [sys.executable, "-c", FORKING_CHILD], stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert process.stdout.readline().strip() == b"ready"
+        pids = descendants(process.pid, None)
+        assert len(pids) == 4, pids
+        with open(f"/proc/{process.pid}/statm", "rb") as handle:
+            own = int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        assert own > 200 * 1024 * 1024
+        # Each fork's resident set is the child's 200 MB again: counted whole, the tree
+        # would hold four times the child's memory.
+        assert tree_rss_bytes(process.pid, pids=pids) < own * 1.5
+    finally:
+        process.wait(timeout=30)
