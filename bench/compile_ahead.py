@@ -38,13 +38,15 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from round_profile import add_job_arguments  # noqa: E402
 
 
 def one_process(args: argparse.Namespace, specs_path: Path, way: str) -> None:
     """Inside a fresh process: record (``way`` "record"), or compile ahead ``way``'s way,
     then one pass."""
-    sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "bench"))
     from round_profile import build_job, one_pass
 
     from evaluator import child, compile_ahead
@@ -91,12 +93,7 @@ def one_process(args: argparse.Namespace, specs_path: Path, way: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--suite", default="atrex-bench-v1")
-    parser.add_argument("--operator", default="rms_norm")
-    parser.add_argument("--kernels", type=Path, default=ROOT / "examples/bundles/triton-baseline")
-    parser.add_argument("--shapes", default="full", choices=("smoke", "full"))
-    parser.add_argument("--limit", type=int, default=None)
+    add_job_arguments(parser)
     parser.add_argument("--ways", default="threads-1,threads-8,forks-16")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)

@@ -117,15 +117,20 @@ def profile_table(profiler: cProfile.Profile, key: str, top: int) -> str:
     return out.getvalue()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options ``build_job`` reads (also ``bench/compile_ahead.py``'s)."""
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--suite", default="atrex-bench-v1")
     parser.add_argument("--operator", default="rms_norm")
     parser.add_argument("--kernels", type=Path, default=ROOT / "examples/bundles/triton-baseline")
-    parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--shapes", default="full", choices=("smoke", "full"))
     parser.add_argument("--limit", type=int, default=None, help="the first N shapes only")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_job_arguments(parser)
+    parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--plain", action="store_true", help="no profiler (phase totals only)")
     parser.add_argument(
