@@ -14,7 +14,8 @@ threads gain little (12 specialisations: 2.6 s on one thread, 1.6 s on eight). T
 compiled in forked copies of the child instead (``fork_compilers``), one a specialisation up
 to the cores, each writing what it compiled into the round's own Triton cache and dying
 after ``FORK_LIMIT_S`` at the latest, which keeps it inside the runner's allowance for a
-fork of the child (``evaluator.sandbox.FORK_GRACE_S``). Then the child itself loads every
+fork of the child (``evaluator.sandbox.FORK_GRACE_S``; its memory watch counts such a
+fork's private memory only, ``tree_rss_bytes``). Then the child itself loads every
 one (``JITFunction.preload``): from that cache, or, for one a fork did not finish,
 compiling it there.
 
