@@ -302,9 +302,8 @@ def operator_entry(
     ``ahead_s``: how long the child had been starting before its turn, beside the previous
     operator's child; ``compile_ahead``, in a campaign's round only: what its child
     compiled before its first shape, ``evaluator.compile_ahead``). The per-operator verdict
-    and its counts (``verdict``,
-    ``apparent_passes``, ``real_passes``, ``wrong_shapes``, ``hold_codes``) come from
-    ``evaluator.scoring.operator_verdict`` over ``shapes``."""
+    and its counts (``verdict``, ``apparent_passes``, ``real_passes``, ``wrong_shapes``,
+    ``hold_codes``) come from ``evaluator.scoring.operator_verdict`` over ``shapes``."""
     verdict = operator_verdict(shapes)
     return {
         "operator": operator,

@@ -1329,6 +1329,15 @@ def _age_s(pid: int) -> float | None:
     return uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
+def young_copy(
+    pid: int, identity: tuple[str, bytes] | None, child: tuple[str, bytes] | None
+) -> bool:
+    """Whether ``pid`` (of ``identity``, see :func:`_identity`) is a copy of the child (of
+    ``child``) younger than ``FORK_GRACE_S``: a fork on its way to exec a compiler, or one
+    compiling for the child (``evaluator.compile_ahead``)."""
+    return identity is not None and identity == child and (_age_s(pid) or 0.0) < FORK_GRACE_S
+
+
 def foreign_processes(
     session: int,
     uid: int | None = None,
@@ -1353,7 +1362,7 @@ def foreign_processes(
         program, cmdline = identity
         if program_name(program) in TOOLCHAIN_PROGRAMS and not program.startswith(places):
             continue
-        if identity == child and (_age_s(pid) or 0.0) < FORK_GRACE_S:
+        if young_copy(pid, identity, child):
             continue
         command = " ".join(a.decode(errors="replace") for a in cmdline.split(b"\0") if a)
         found.append(f"{pid} {program} ({command[:120]})")
@@ -1388,17 +1397,15 @@ def tree_rss_bytes(
     exec a compiler) counts its private memory only: its resident pages are mostly the
     child's own, shared, and a dozen of them would count the child a dozen times."""
     page = os.sysconf("SC_PAGE_SIZE")
-    child = None
+    tree = list(descendants(session, uid) if pids is None else pids)
+    child = _identity(session) if len(tree) > 1 else None
     total = 0
-    for pid in descendants(session, uid) if pids is None else pids:
-        if pid != session:
-            child = child or _identity(session)
-            if child is not None and _identity(pid) == child:
-                if (_age_s(pid) or 0.0) < FORK_GRACE_S:
-                    private = _private_bytes(pid)
-                    if private is not None:
-                        total += private
-                        continue
+    for pid in tree:
+        if pid != session and young_copy(pid, _identity(pid), child):
+            private = _private_bytes(pid)
+            if private is not None:
+                total += private
+                continue
         try:
             with open(f"/proc/{pid}/statm", "rb") as handle:
                 total += int(handle.read().split()[1]) * page

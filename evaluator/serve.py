@@ -396,9 +396,9 @@ def command_serve(args: argparse.Namespace) -> int:
         + ("on, in tmpfs folders" if tmpfs else "on" if triton_cache else "off")
         + ("" if triton_cache or not args.triton_cache else " (no private mounts as root)")
     )
+    compile_ahead = compile_ahead_enabled()
     _log(
-        "compiling ahead a round's previous specialisations: "
-        + ("on" if compile_ahead_enabled() else "off")
+        "compiling ahead a round's previous specialisations: " + ("on" if compile_ahead else "off")
     )
     prepared = suite_for(args)
     policy = serve_policy(args)
@@ -415,7 +415,7 @@ def command_serve(args: argparse.Namespace) -> int:
             triton_cache=triton_cache,
             tmpfs=tmpfs,
             ahead=args.start_ahead,
-            compile_ahead=compile_ahead_enabled(),
+            compile_ahead=compile_ahead,
         )
         try:
             for line in sys.stdin:
