@@ -27,13 +27,14 @@ loaded by ``warm_up``, timed, before the job is read.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import os
 import secrets
 import sys
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from evaluator.measure import (
     evaluate_shape,
     message_of,
     operator_spec,
+    rehearse_checks,
     sanitized_call,
     traceback_tail,
 )
@@ -283,8 +285,12 @@ def run_job(
         send({"event": "tampering", "error": exc.message})
         return 0
     if job.get("compile_ahead"):
-        ahead = _compile_ahead(module, bundle_dir, job["compile_ahead"], recorder)
-        send({"event": "compiled_ahead", **ahead})
+        rehearsal: dict[str, Any] = {}
+        ahead = _compile_ahead(
+            module, bundle_dir, job["compile_ahead"], recorder,
+            meanwhile=functools.partial(_rehearse, job, scans, rehearsal),
+        )  # fmt: skip
+        send({"event": "compiled_ahead", **ahead, **rehearsal})
         try:
             guard.check("while the kernel's specialisations were compiled ahead")
         except TamperingError as exc:
@@ -355,12 +361,27 @@ def run_job(
     return 0
 
 
+def _rehearse(job: Mapping[str, Any], scans: Any, into: dict[str, Any]) -> None:
+    """``evaluator.measure.rehearse_checks`` while the kernel's specialisations compile:
+    its seconds, or why it stopped, into ``into`` (``rehearsal_s``, ``rehearsal_error``);
+    it never raises, and decides nothing."""
+    try:
+        into["rehearsal_s"] = rehearse_checks(job, scans=scans)
+    except Exception as exc:
+        into["rehearsal_error"] = message_of(exc)
+
+
 def _compile_ahead(
-    module: Any, bundle_dir: Path, specs: Any, recorder: Any | None
+    module: Any,
+    bundle_dir: Path,
+    specs: Any,
+    recorder: Any | None,
+    *,
+    meanwhile: Callable[[], Any] | None = None,
 ) -> dict[str, Any]:
     """The previous round's specialisations compiled for the candidate's functions (its
     module's and those of the bundle's other modules it loaded), before its first shape
-    (``evaluator.compile_ahead``)."""
+    (``evaluator.compile_ahead``), ``meanwhile`` run while they compile."""
     from evaluator.compile_ahead import compile_ahead
 
     root = os.path.join(os.path.realpath(bundle_dir), "")
@@ -370,7 +391,7 @@ def _compile_ahead(
             path = getattr(other, "__file__", None)
             if isinstance(path, str) and os.path.realpath(path).startswith(root):
                 modules.append(other)
-        return compile_ahead(modules, specs, recorder=recorder)
+        return compile_ahead(modules, specs, recorder=recorder, meanwhile=meanwhile)
     except Exception as exc:  # never the round's verdict: its shapes compile as before
         return {"error": message_of(exc)}
 

@@ -12,7 +12,8 @@ the same parameters (``compile_ahead``).
 Several at once: Triton's compiler holds the interpreter's lock for most of a compile, so
 threads gain little (12 specialisations: 2.6 s on one thread, 1.6 s on eight). They are
 compiled in forked copies of the child instead (``fork_compilers``), one a specialisation up
-to the cores, each writing what it compiled into the round's own Triton cache and dying
+to the cores, each writing what it compiled (the kernels, and the launchers their first
+launches would build) into the round's own Triton cache and dying
 after ``FORK_LIMIT_S`` at the latest, which keeps it inside the runner's allowance for a
 fork of the child (``evaluator.sandbox.FORK_GRACE_S``; its memory watch counts such a
 fork's private memory only, ``tree_rss_bytes``). Then the child itself loads every
@@ -42,7 +43,7 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -228,13 +229,34 @@ Work = tuple[Any, str, dict[str, str]]
 """A specialisation to compile: (JIT function, its record fitted to it, the record)."""
 
 
+def launcher_builders(work: Sequence[Work]) -> frozenset[str]:
+    """The records (their fitted data) whose fork also builds the kernel's launcher: the
+    first of each function, parameter types and constant names. Triton's launcher is made
+    from the kernel's signature without its constants' values, so the others would only
+    build the same one again; a launcher two keys share is built twice, one missed is built
+    at the first launch as before."""
+    builders: dict[str, str] = {}
+    for function, data, _ in work:
+        try:
+            record = json.loads(data)
+            key = json.dumps(
+                [function._fn_name, record.get("signature"), sorted(record.get("constants") or {})],
+                sort_keys=True,
+            )
+        except (TypeError, ValueError, AttributeError):
+            continue
+        builders.setdefault(key, data)
+    return frozenset(builders.values())
+
+
 def fork_compilers(
-    work: Sequence[Work], *, device: int, forks: int
+    work: Sequence[Work], *, device: int, forks: int, launchers: frozenset[str] = frozenset()
 ) -> list[tuple[int | None, list[Work]]]:
     """Split ``work`` into up to ``forks`` groups and fork a copy
-    of this process to compile each into Triton's disk cache; each fork dies after
-    ``FORK_LIMIT_S`` whatever it was doing. Returns (pid, group) pairs, the pid None for a
-    group no fork took (the caller compiles it itself)."""
+    of this process to compile each into Triton's disk cache, with the launchers of the
+    records in ``launchers`` (``launcher_builders``); each fork dies after ``FORK_LIMIT_S``
+    whatever it was doing. Returns (pid, group) pairs, the pid None for a group no fork
+    took (the caller compiles it itself)."""
     from triton.runtime import driver
 
     groups = [list(work[index::forks]) for index in range(min(forks, len(work)))]
@@ -256,7 +278,13 @@ def fork_compilers(
                 driver.active.get_current_device = lambda: device
                 for function, data, _ in group:
                     with contextlib.suppress(Exception):
-                        function.preload(data)
+                        kernel = function.preload(data)
+                        if data in launchers:
+                            # Its launcher too, as the kernel's first launch would make it:
+                            # in Triton 3.6 a C stub per signature, compiled with the host's
+                            # C compiler into the same cache (0.2-0.33 s each at a round's
+                            # first calls on the H200; results/2026-12-04-h200-session21).
+                            driver.active.launcher_cls(kernel.src, kernel.metadata)
             finally:
                 _exit(0)
         made.append((pid, group))
@@ -276,12 +304,15 @@ def compile_ahead(
     recorder: Recorder | None = None,
     workers: int | None = None,
     forks: bool = True,
+    meanwhile: Callable[[], Any] | None = None,
 ) -> dict[str, Any]:
     """Compile the recorded specialisations of the modules' JIT functions before the first
     shape (see the module docstring), and wait for them: each fork's group is loaded as soon
     as that fork is gone, beside the others still compiling. Returns ``{"compiled", "skipped",
     "failed", "forks", "fork_s" (making them), "seconds"}``; never raises for a record
-    that does not fit or does not compile."""
+    that does not fit or does not compile. ``meanwhile`` runs in this thread while the
+    compiles go on (once the forks are made), or on its own where there is nothing to
+    compile; what it raises is raised here, after the compiles."""
     started = time.perf_counter()
     functions = jit_functions(modules)
     work: list[Work] = []
@@ -306,7 +337,9 @@ def compile_ahead(
         count = max(1, min(workers or default_workers(), len(work)))
         if forks and count > 1:
             forking = time.perf_counter()
-            groups = fork_compilers(work, device=device, forks=count)
+            groups = fork_compilers(
+                work, device=device, forks=count, launchers=launcher_builders(work)
+            )
             fork_s = time.perf_counter() - forking
         else:
             groups = [(None, work[index::count]) for index in range(count)]
@@ -330,9 +363,16 @@ def compile_ahead(
             with ThreadPoolExecutor(
                 max_workers=len(groups), thread_name_prefix="compile-ahead"
             ) as pool:
-                for future in [pool.submit(load, pid, group) for pid, group in groups]:
-                    future.result()
+                futures = [pool.submit(load, pid, group) for pid, group in groups]
+                try:
+                    if meanwhile is not None:
+                        meanwhile()
+                finally:
+                    for future in futures:
+                        future.result()
         failed = len(errors)
+    elif meanwhile is not None:
+        meanwhile()
     return {
         "compiled": len(work) - failed,
         "skipped": skipped,

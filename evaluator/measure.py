@@ -14,6 +14,7 @@ import os
 import time
 import traceback
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 # Light (no torch) and bound at import, before any candidate code runs in this process.
@@ -110,6 +111,53 @@ def build_candidate(
             f"shape {shape_id}: Model(**{init_kwargs!r}) failed: {message_of(exc)}"
         ) from exc
     return candidate
+
+
+def rehearse_checks(job: Mapping[str, Any], *, scans: Any = None) -> float:
+    """The checks of the job's smallest shape, once, on the operator's reference as the
+    candidate, and the fallback report's module scan (filling ``scans``, the child's
+    ``ModuleScanMemo``); the seconds it took. Nothing of it is kept or reported.
+
+    A child's first shape paid for the first use of every device function its checks call:
+    in a CUDA process each is loaded at its first launch (the input generator's, the
+    reference's, the comparison's; 0.3-0.4 s of a revised kernel's round on the H200,
+    ``results/2026-12-04-h200-session21``). The child runs this while something else holds
+    the round up (``evaluator.compile_ahead``'s forks compiling the candidate's kernels), so
+    those loads leave the first shape. Its inputs come from a seed of its own purpose
+    ("rehearsal"), never a trial's: what it leaves in freed memory answers no check. Only
+    harness code runs (the reference is built-in or the suite's), after the integrity check
+    of the candidate's import; the runner's caller checks again after it. Raises what the
+    checks raise (the caller ignores it: a rehearsal decides nothing)."""
+    import torch
+
+    from evaluator.correctness import check_shape, derive_seed
+    from evaluator.fallback_cuda import kernel_origins
+
+    started = _clock()
+    spec = operator_spec(job)
+    device = torch.device(job["device"])
+    shape = min(
+        job["shapes"],
+        key=lambda s: (int(s.get("q_read") or 0) + int(s.get("q_write") or 0), str(s["shape_id"])),
+    )
+    init_kwargs = shape.get("init_kwargs") or {}
+
+    def reference(**inputs: Any) -> Any:
+        return spec.build_reference(init_kwargs).to(device)(**inputs)
+
+    check_shape(
+        spec=spec,
+        reference=reference,
+        candidate=spec.build_reference(init_kwargs).to(device),
+        shape_id=str(shape["shape_id"]),
+        input_kwargs=shape["input_kwargs"],
+        device=device,
+        run_seed=derive_seed(job["seed"], "rehearsal"),
+        trials=1,
+    )
+    if device.type == "cuda" and job.get("bundle_dir"):
+        kernel_origins(Path(job["bundle_dir"]), scans)
+    return round(_clock() - started, 4)
 
 
 def evaluate_shape(

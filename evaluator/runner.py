@@ -769,6 +769,8 @@ def _follow(
                         "fork_s",
                         "seconds",
                         "error",
+                        "rehearsal_s",
+                        "rehearsal_error",
                     )
                     if isinstance(message.get(k), (int, float, str))
                 }

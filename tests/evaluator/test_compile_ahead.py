@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import types
 from pathlib import Path
 
@@ -240,3 +241,34 @@ def test_young_forks_of_the_child_count_their_own_memory_not_the_childs_again():
         assert tree_rss_bytes(process.pid, pids=pids) < own * 1.5
     finally:
         process.wait(timeout=30)
+
+
+def test_what_runs_meanwhile_runs_once_even_with_nothing_to_compile():
+    module = types.ModuleType("candidate")
+    module._norm_kernel = jit.JITFunction(_norm_kernel)
+    ran = []
+    result = compile_ahead.compile_ahead(
+        [module],
+        [_record(["x_ptr", "y_ptr", "n", "BLOCK"])],  # fits nothing: no compile, no fork
+        meanwhile=lambda: ran.append(threading.current_thread() is threading.main_thread()),
+    )
+    assert ran == [True] and result["skipped"] == 1 and result["forks"] == 0
+
+
+def test_each_launcher_is_built_by_one_fork_only():
+    function = jit.JITFunction(_norm_kernel)
+    signature = {"x_ptr": "*bf16", "out_ptr": "*bf16", "n": "i32", "BLOCK": "constexpr"}
+
+    def work(constants, **changes):
+        data = json.dumps({"signature": {**signature, **changes}, "constants": constants})
+        return (function, data, {})
+
+    items = [
+        work({"BLOCK": 1024}),
+        work({"BLOCK": 4096}),  # another block: the same launcher
+        work({"BLOCK": 1024, "n": 1}),  # n specialised to a constant: another launcher
+        work({"BLOCK": 2048, "n": 1}),
+        work({"BLOCK": 1024}, out_ptr="*fp32"),  # other types: another launcher
+        (function, "not json", {}),
+    ]
+    assert compile_ahead.launcher_builders(items) == {items[0][1], items[2][1], items[4][1]}

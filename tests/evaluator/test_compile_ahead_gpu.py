@@ -25,7 +25,7 @@ KERNEL = REPO / "examples" / "bundles" / "triton-baseline" / "rms_norm.py"
 SHAPES = ((5, 200), (64, 4096), (3, 1152), (7, 128), (9, 4096))
 
 PROBE = r"""
-import json, sys
+import json, os, sys
 from pathlib import Path
 import torch
 from triton import knobs
@@ -40,7 +40,16 @@ module = import_candidate(source, "rms_norm", source.parent)
 ahead = None
 if mode != "record":
     specs = json.loads(Path(specs_path).read_text())
-    ahead = compile_ahead.compile_ahead([module], specs, recorder=recorder, forks=mode == "forks")
+    import threading
+    meanwhile = []  # in this thread, while the compiles go on
+    ahead = compile_ahead.compile_ahead(
+        [module], specs, recorder=recorder, forks=mode == "forks",
+        meanwhile=lambda: meanwhile.append(threading.current_thread() is threading.main_thread()),
+    )
+    ahead["meanwhile"] = meanwhile
+def built():  # the files in Triton's cache that are compiled modules (launchers among them)
+    return sorted(p.name for p in Path(os.environ["TRITON_CACHE_DIR"]).rglob("*.so"))
+ahead_built = built()
 at_launch = []
 previous = knobs.runtime.jit_post_compile_hook
 def counting(**kwargs):
@@ -57,7 +66,8 @@ torch.cuda.synchronize()
 if mode == "record":
     Path(specs_path).write_text(json.dumps(recorder.specs()))
 Path(out_path).write_text(json.dumps(
-    {"ahead": ahead, "at_launch": at_launch, "outputs": outputs, "recorded": recorder.specs()}
+    {"ahead": ahead, "at_launch": at_launch, "outputs": outputs, "recorded": recorder.specs(),
+     "built": built(), "ahead_built": ahead_built if mode != "record" else None}
 ))
 """
 
@@ -100,8 +110,11 @@ def test_a_fresh_process_compiles_them_ahead_and_launches_without_compiling(reco
     records = json.loads(specs.read_text())
     assert again["ahead"]["compiled"] == len(records), again["ahead"]
     assert again["ahead"]["failed"] == 0 and again["ahead"]["skipped"] == 0
+    assert again["ahead"]["meanwhile"] == [True]
     if mode == "forks":
         assert again["ahead"]["forks"] >= 2
+        # The forks built the kernels' launchers too: the launches built none.
+        assert again["built"] == again["ahead_built"]
     assert again["at_launch"] == [], "a shape compiled at its launch all the same"
     assert again["outputs"] == first["outputs"]
     # Every one was launched: the next round gets them all again.

@@ -818,6 +818,17 @@ def test_a_remembered_module_scan_finds_what_a_fresh_one_finds(tmp_path, monkeyp
     assert again > 100
     _, again = scan()
     assert again == 1
+    # A module that names no file is not read; once it names one, with its globals' count
+    # unchanged, it is.
+    (library / "memo_ghost_mod.py").write_text(FOREIGN_MODULE.replace("library_", "ghost_"))
+    monkeypatch.delitem(sys.modules, "memo_ghost_mod", raising=False)
+    ghost = importlib.import_module("memo_ghost_mod")
+    ghost_file, ghost.__file__ = ghost.__file__, None
+    (_, foreign), again = scan()
+    assert "ghost_kernel" not in foreign and again > 100
+    ghost.__file__ = ghost_file
+    (_, foreign), again = scan()
+    assert "ghost_kernel" in foreign and again > 100
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")

@@ -184,3 +184,37 @@ def test_the_check_and_the_recorded_ratio_agree(timed_s, watched_s, speedup, cau
     assert unwatched_speedup(timed_s=timed_s, watched_s=watched_s) == speedup
     error = unwatched_path_error("s", "cpu", timed_s=timed_s, watched_s=watched_s)
     assert (error is not None) is caught
+
+
+def test_a_rehearsal_checks_the_smallest_shape_once_with_a_seed_of_its_own(monkeypatch):
+    """``rehearse_checks``: the checks of the job's smallest shape (by bytes moved), one
+    trial, the operator's reference as the candidate, inputs from a seed no trial uses."""
+    from evaluator import correctness, measure
+    from evaluator.suite import load_suite
+
+    shapes = [
+        {"shape_id": s.shape_id, "init_kwargs": s.init_kwargs, "input_kwargs": s.input_kwargs,
+         "q_read": s.q_read, "q_write": s.q_write}
+        for s in load_suite("atrex-bench-v1").shapes_for("rms_norm", "smoke")
+    ]  # fmt: skip
+    assert len({int(s["q_read"]) + int(s["q_write"]) for s in shapes}) > 1
+    smallest = min(shapes, key=lambda s: int(s["q_read"]) + int(s["q_write"]))
+    job = {"operator": "rms_norm", "device": "cpu", "seed": 77, "shapes": shapes[::-1]}
+    calls = []
+    real = correctness.check_shape
+
+    def watched(**kwargs):
+        result = real(**kwargs)
+        calls.append((kwargs, result))
+        return result
+
+    monkeypatch.setattr(correctness, "check_shape", watched)
+    seconds = measure.rehearse_checks(job)
+    assert isinstance(seconds, float) and seconds >= 0
+    assert len(calls) == 1
+    kwargs, result = calls[0]
+    assert result.ok and result.trials == 1
+    assert kwargs["shape_id"] == str(smallest["shape_id"])
+    assert kwargs["input_kwargs"] == smallest["input_kwargs"]
+    assert kwargs["run_seed"] == correctness.derive_seed(77, "rehearsal") != 77
+    assert isinstance(kwargs["candidate"], type(get_operator("rms_norm").build_reference({})))
