@@ -120,14 +120,14 @@ def rehearse_checks(job: Mapping[str, Any], *, scans: Any = None) -> float:
 
     A child's first shape paid for the first use of every device function its checks call:
     in a CUDA process each is loaded at its first launch (the input generator's, the
-    reference's, the comparison's; 0.3-0.4 s of a revised kernel's round on the H200,
+    reference's, the comparison's: about 0.2 s of rms_norm's first shape on the H200,
     ``results/2026-12-04-h200-session21``). The child runs this while something else holds
     the round up (``evaluator.compile_ahead``'s forks compiling the candidate's kernels), so
     those loads leave the first shape. Its inputs come from a seed of its own purpose
     ("rehearsal"), never a trial's: what it leaves in freed memory answers no check. Only
     harness code runs (the reference is built-in or the suite's), after the integrity check
-    of the candidate's import; the runner's caller checks again after it. Raises what the
-    checks raise (the caller ignores it: a rehearsal decides nothing)."""
+    of the candidate's import; the child checks again after it. Raises what the checks
+    raise (the caller ignores it: a rehearsal decides nothing)."""
     import torch
 
     from evaluator.correctness import check_shape, derive_seed
