@@ -89,6 +89,20 @@ class Comparison:
         )
 
 
+def fresh_reference(
+    spec: OperatorSpec, init_kwargs: Mapping[str, Any], device: torch.device
+) -> Callable[..., Any]:
+    """The reference as ``check_shape`` is to call it: the operator's ``Model`` built afresh
+    on ``device`` for each call, after the candidate's. An instance that existed while the
+    candidate ran is within its reach (the garbage collector lists it) and could have been
+    given another forward or hooks of its own."""
+
+    def reference(**inputs: Any) -> Any:
+        return spec.build_reference(init_kwargs).to(device)(**inputs)
+
+    return reference
+
+
 def derive_seed(run_seed: int, *parts: object) -> int:
     """A 31-bit seed from the run's seed and a purpose (``'correctness', op, shape, trial``)."""
     text = "|".join(str(part) for part in (run_seed, *parts))

@@ -130,7 +130,7 @@ def rehearse_checks(job: Mapping[str, Any], *, scans: Any = None) -> float:
     raise (the caller ignores it: a rehearsal decides nothing)."""
     import torch
 
-    from evaluator.correctness import check_shape, derive_seed
+    from evaluator.correctness import check_shape, derive_seed, fresh_reference
     from evaluator.fallback_cuda import kernel_origins
 
     started = _clock()
@@ -141,13 +141,9 @@ def rehearse_checks(job: Mapping[str, Any], *, scans: Any = None) -> float:
         key=lambda s: (int(s.get("q_read") or 0) + int(s.get("q_write") or 0), str(s["shape_id"])),
     )
     init_kwargs = shape.get("init_kwargs") or {}
-
-    def reference(**inputs: Any) -> Any:
-        return spec.build_reference(init_kwargs).to(device)(**inputs)
-
     check_shape(
         spec=spec,
-        reference=reference,
+        reference=fresh_reference(spec, init_kwargs, device),
         candidate=spec.build_reference(init_kwargs).to(device),
         shape_id=str(shape["shape_id"]),
         input_kwargs=shape["input_kwargs"],
@@ -231,7 +227,7 @@ def _evaluate_shape(
     """
     import torch  # heavy imports stay out of the runner process, which imports this module
 
-    from evaluator.correctness import CandidateError, PhaseClock, check_shape
+    from evaluator.correctness import CandidateError, PhaseClock, check_shape, fresh_reference
     from evaluator.fallback import ShapeWatch, monitor_for, report_for
     from evaluator.integrity import OutsideWorkError, TamperingError, bound_checker
 
@@ -258,11 +254,7 @@ def _evaluate_shape(
         def build_reference() -> Any:
             return spec.build_reference(init_kwargs).to(device)
 
-        def reference(**inputs: Any) -> Any:
-            # Built afresh for each check, after the candidate's call: an instance that
-            # existed while the candidate ran is within its reach (the garbage collector
-            # lists it) and could have been given another forward or hooks of its own.
-            return build_reference()(**inputs)
+        reference = fresh_reference(spec, init_kwargs, device)  # afresh for each check
 
         build_reference()  # a reference that cannot be built fails here, before the candidate
         candidate = build_candidate(model_class, init_kwargs, device, shape_id)

@@ -77,7 +77,7 @@ def check_variant(
     """
     import torch
 
-    from evaluator.correctness import CandidateError, check_shape
+    from evaluator.correctness import CandidateError, check_shape, fresh_reference
     from evaluator.integrity import OutsideWorkError, TamperingError, bound_checker
     from evaluator.measure import loud_code
 
@@ -88,10 +88,7 @@ def check_variant(
     init_kwargs = dict(variant.init_kwargs)
     try:
         spec.build_reference(init_kwargs)  # one that cannot be built fails here
-
-        def reference(**inputs: Any) -> Any:
-            # Built afresh after each candidate call (see evaluator.measure.evaluate_shape).
-            return spec.build_reference(init_kwargs).to(device)(**inputs)
+        reference = fresh_reference(spec, init_kwargs, device)  # afresh for each check
 
         try:
             candidate = model_class(**init_kwargs)

@@ -10,7 +10,6 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT_OUT=$OUT; export OUT=$(mktemp -d); BUDGET=${BUDGET:-585}
 source "$HERE/head.sh"
 grep "^host" $OUT/machine.txt
-PYTEST="python3 -m pytest -p no:django -p no:cacheprovider --confcutdir=tests/evaluator -m gpu -q --tb=short -rA"
 timeout 200 $PYTEST tests/evaluator/test_compile_ahead_gpu.py > $OUT/gpu-compile-ahead.log 2>&1
 mark "compile-ahead GPU tests rc=$?"; tail -1 $OUT/gpu-compile-ahead.log
 timeout 150 python3 bench/compile_ahead.py --device cuda --operator rms_norm \
@@ -32,10 +31,5 @@ for op in fused_add_rms_norm per_token_group_quant_fp8; do
     --json $OUT/compile-ahead-$op.json > $OUT/compile-ahead-$op.txt 2>&1
   mark "compile ahead $op rc=$?"; tail -3 $OUT/compile-ahead-$op.txt
 done
-if [ $(left) -gt 230 ]; then
-  timeout --kill-after=5 $(( $(left) - 10 )) $PYTEST tests/evaluator > $OUT/gpu-tests.log 2>&1
-  mark "gpu tests rc=$?"; grep -h -E "^FAILED|^ERROR" $OUT/gpu-tests.log | tail; tail -1 $OUT/gpu-tests.log
-else
-  mark "gpu tests not run: $(left) s left"
-fi
+all_gpu_tests
 tar czf $ROOT_OUT/session20b.tgz -C $OUT .

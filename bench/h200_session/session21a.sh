@@ -8,7 +8,6 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT_OUT=$OUT; export OUT=$(mktemp -d); BUDGET=${BUDGET:-570}
 source "$HERE/head.sh"
 grep "^host" $OUT/machine.txt
-PYTEST="python3 -m pytest -p no:django -p no:cacheprovider --confcutdir=tests/evaluator -m gpu -q --tb=short -rA"
 timeout 120 python3 bench/round_profile.py --device cuda --operator rms_norm --passes 2 --top 60 \
   --json $OUT/round-profile.json > $OUT/round-profile.txt 2>&1
 mark "round profile rc=$?"; grep -i "pass" $OUT/round-profile.txt | head -5
@@ -16,10 +15,5 @@ timeout --kill-after=5 100 python3 bench/agent_round.py --device cuda --suite at
   --operators rms_norm --rounds 4 --agent-s 1 --vary --json $OUT/rounds-vary.json \
   --keep $OUT/rounds-vary > $OUT/rounds-vary.txt 2>&1
 mark "agent rounds --vary rc=$?"; tail -2 $OUT/rounds-vary.txt
-if [ $(left) -gt 230 ]; then
-  timeout --kill-after=5 $(( $(left) - 10 )) $PYTEST tests/evaluator > $OUT/gpu-tests.log 2>&1
-  mark "gpu tests rc=$?"; grep -h -E "^FAILED|^ERROR" $OUT/gpu-tests.log | tail; tail -1 $OUT/gpu-tests.log
-else
-  mark "gpu tests not run: $(left) s left"
-fi
+all_gpu_tests
 tar czf $ROOT_OUT/session21a.tgz -C $OUT .

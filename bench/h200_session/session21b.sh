@@ -10,7 +10,6 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT_OUT=$OUT; export OUT=$(mktemp -d); BUDGET=${BUDGET:-560}
 source "$HERE/head.sh"
 grep "^host" $OUT/machine.txt
-PYTEST="python3 -m pytest -p no:django -p no:cacheprovider --confcutdir=tests/evaluator -m gpu -q --tb=short -rA"
 timeout 90 python3 bench/h200_session/compare_diff.py --old s21-before --device cuda \
   --json $OUT/compare-diff.json > $OUT/compare-diff.txt 2>&1
 mark "compare diff rc=$?"; cat $OUT/compare-diff.txt | head -8
@@ -26,10 +25,5 @@ done
 timeout 100 python3 bench/round_profile.py --device cuda --operator rms_norm --passes 2 --top 60 \
   --json $OUT/round-profile.json > $OUT/round-profile.txt 2>&1
 mark "round profile rc=$?"; grep "^pass\|^profiled" $OUT/round-profile.txt
-if [ $(left) -gt 230 ]; then
-  timeout --kill-after=5 $(( $(left) - 10 )) $PYTEST tests/evaluator > $OUT/gpu-tests.log 2>&1
-  mark "gpu tests rc=$?"; grep -h -E "^FAILED|^ERROR" $OUT/gpu-tests.log | tail; tail -1 $OUT/gpu-tests.log
-else
-  mark "gpu tests not run: $(left) s left"
-fi
+all_gpu_tests
 tar czf $ROOT_OUT/session21b.tgz -C $OUT .

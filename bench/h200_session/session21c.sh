@@ -9,7 +9,6 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT_OUT=$OUT; export OUT=$(mktemp -d); BUDGET=${BUDGET:-420}
 source "$HERE/head.sh"
 grep "^host" $OUT/machine.txt
-PYTEST="python3 -m pytest -p no:django -p no:cacheprovider --confcutdir=tests/evaluator -m gpu -q --tb=short -rA"
 timeout 150 $PYTEST tests/evaluator/test_compile_ahead_gpu.py > $OUT/gpu-compile-ahead.log 2>&1
 mark "compile-ahead GPU tests rc=$?"; tail -1 $OUT/gpu-compile-ahead.log
 timeout 60 python3 bench/h200_session/compare_diff.py --old s21-before --device cuda \
