@@ -192,7 +192,7 @@ def _median_s(function: Any, repeats: int, device: Any) -> float:
 
 def _shape_figures(
     *, pool: Any, suite_hash: str, spec: Any, shape: Any, device: Any, repeats: int
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """One shape: fill ``repeats`` entries, time the reference call and the pooled fetch."""
     import torch
 
@@ -223,6 +223,16 @@ def _shape_figures(
         reference_s = _median_s(reference, repeats, device)
     state = pool.state(suite_hash, pool_shape)
     entry_ids = list(state["entries"])
+    if state.get("not_pooled") or len(entry_ids) < repeats:
+        # The fill refused the shape (its index says why: an output the pool cannot store):
+        # its reference as measured, no fetch.
+        return {
+            "output_bytes": 0,
+            "reference_ms": round(reference_s * 1e3, 3),
+            "pooled_ms": None,
+            "fill_ms_per_entry": round(fill_s / repeats * 1e3, 3),
+            "not_pooled": state.get("not_pooled") or f"{len(entry_ids)} entries of {repeats}",
+        }
     plan = [{"entry": entry, "seed": 0} for entry in entry_ids]
     server = pool.server(suite_hash, {shape.shape_id: (pool_shape, plan)})
     read_fd, write_fd = os.pipe()
@@ -281,6 +291,7 @@ def calls(
         settings = PoolSettings(
             directory=folder, entries=repeats, low_water=1, fresh_trials=0, uses=10**6,
             max_bytes=2**40, entry_max_bytes=2**34, min_saving_s=0.0,
+            fetch_bytes_per_s=float("inf"),  # every shape pooled, to time its fetch
         )  # fmt: skip
         pool = ReferencePool(settings, environment=environment).open()
         for operator in operators:
@@ -294,6 +305,13 @@ def calls(
                     device=device, repeats=repeats,
                 )  # fmt: skip
                 rows.append({"operator": operator, "shape_id": shape.shape_id, **row})
+                if row["pooled_ms"] is None:
+                    print(
+                        f"{operator:<26} {shape.shape_id:<10} not pooled ({row['not_pooled']}); "
+                        f"reference {row['reference_ms']:>9.3f} ms",
+                        flush=True,
+                    )
+                    continue
                 print(
                     f"{operator:<26} {shape.shape_id:<10} {row['output_bytes'] / 2**20:>9.3f} "
                     f"MiB  reference {row['reference_ms']:>9.3f} ms  pooled "
