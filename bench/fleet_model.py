@@ -30,7 +30,12 @@ operation for its measured latency.
 
     python bench/fleet_model.py [--redis redis://127.0.0.1:6379/8] [--speedup 1.0]
         [--shards 30] [--operator-start-s 10.2] [--ahead-start-s 0.3] [--hours 6]
-        [--workers 1,2,4,8,16,32,64]
+        [--workers 1,2,4,8,16,32,64] [--measured RESULTS.json]
+
+With ``--measured`` the GPU costs are a measured whole submission's instead of the model's:
+each operator's wall time less its child's start, a shard's cold start as that run's time
+outside its operators plus its first child's start, and the mean start of its later
+children (e.g. the 30-operator submission of ``bench/full_suite_walltime.py`` on the H200).
 
 Prints the calibration, the measured overheads and, per N: submissions/hour at
 saturation, GPU utilisation, queue wait and latency at 70 % load, broker operations/s,
@@ -126,6 +131,44 @@ def operator_costs(calibration: Calibration, *, speedup: float) -> dict[str, tup
             )
         costs[op["operator"]] = (seconds, len(op["shapes"]))
     return costs
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """A whole evaluator run on the GPU, read back as the model's costs."""
+
+    costs: dict[str, tuple[float, int]]  # operator: (seconds outside its child's start, shapes)
+    first_start_s: float  # the run's time outside its operators, with the first child's start
+    ahead_start_s: float  # the mean start of a later operator's child (started ahead)
+    wall_s: float
+    harness: str
+
+
+def measured_costs(path: Path) -> MeasuredRun:
+    """Operator costs from a measured results.json of a whole submission (one run, one
+    shard): each operator's wall less its child's start, the run's own time outside its
+    operators plus the first child's start as a shard's cold start, and the mean start of
+    the later children (started ahead; some wait for theirs). One shard of every operator
+    then costs the run's wall exactly."""
+    run = json.loads(path.read_text())
+    operators = [op for op in run["operators"] if op.get("wall_s") is not None]
+    if not operators:
+        raise SystemExit(f"{path}: no operator with a wall time (an unfinished run?)")
+    starts = [float((op.get("phases_s") or {}).get("start", 0.0)) for op in operators]
+    costs = {
+        op["operator"]: (float(op["wall_s"]) - start, len(op["shapes"]))
+        for op, start in zip(operators, starts, strict=True)
+    }
+    wall = float(run["wall_s"])
+    first = wall - sum(float(op["wall_s"]) for op in operators) + starts[0]
+    later = starts[1:]
+    return MeasuredRun(
+        costs=costs,
+        first_start_s=first,
+        ahead_start_s=statistics.mean(later) if later else 0.0,
+        wall_s=wall,
+        harness=str((run.get("environment") or {}).get("harness_version", "?")),
+    )
 
 
 def group_shards(
@@ -619,6 +662,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speedup", type=float, default=1.0,
                         help="candidate kernels' speed over eager (default 1)")  # fmt: skip
     parser.add_argument(
+        "--measured",
+        type=Path,
+        default=None,
+        help="a results.json of a whole submission measured on the GPU: its operators' times "
+        "and child starts replace the modelled ones (--speedup, --operator-start-s and "
+        "--ahead-start-s do not apply)",
+    )
+    parser.add_argument(
         "--shards",
         type=int,
         default=30,
@@ -639,7 +690,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     calibration = calibrate()
-    costs = operator_costs(calibration, speedup=args.speedup)
+    measured = measured_costs(args.measured) if args.measured else None
+    if measured:
+        costs = measured.costs
+        args.operator_start_s, args.ahead_start_s = measured.first_start_s, measured.ahead_start_s
+    else:
+        costs = operator_costs(calibration, speedup=args.speedup)
     grouped = group_shards(
         costs, shards=args.shards, first_start_s=args.operator_start_s,
         ahead_start_s=args.ahead_start_s,
@@ -655,15 +711,23 @@ def main(argv: list[str] | None = None) -> int:
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
     print("GPU cost of one submission on atrex-bench v1 (30 operators, 440 shapes, H200)")
-    for in_shapes, calls in calibration.runs:
-        print(f"  calibration run: {in_shapes:.1f} s in shapes, of which GPU calls {calls:.1f} s")
+    if measured:
+        print(
+            f"  measured: {args.measured} (harness {measured.harness}), {measured.wall_s:.1f} s"
+            f" in one shard; {sum(count for _, count in costs.values())} shapes"
+        )
+    else:
+        for in_shapes, calls in calibration.runs:
+            print(
+                f"  calibration run: {in_shapes:.1f} s in shapes, of which GPU calls {calls:.1f} s"
+            )
+        print(
+            f"  fixed cost per shape {calibration.fixed_per_shape_s:.3f} s;"
+            f" candidate {args.speedup:g}x eager"
+        )
     print(
-        f"  fixed cost per shape {calibration.fixed_per_shape_s:.3f} s;"
-        f" candidate {args.speedup:g}x eager"
-    )
-    print(
-        f"  child start: {args.operator_start_s:.1f} s for a shard's first operator,"
-        f" {args.ahead_start_s:.1f} s for each started ahead"
+        f"  child start: {args.operator_start_s:.2f} s for a shard's first operator (with the"
+        f" run's own time outside its operators), {args.ahead_start_s:.2f} s for each started ahead"
     )
     print(
         f"  one submission: {gpu_seconds:.0f} GPU-s ({_minutes(gpu_seconds)} min) in "
@@ -747,7 +811,7 @@ def main(argv: list[str] | None = None) -> int:
         share = shares[name]
         where = f"N = {workers / share:,.0f}" if share > 0 else "never"
         print(f"  {name:<12} {where}")
-    single = longest[1][0] + calibration.fixed_per_shape_s
+    single = longest[1][0] + (0.0 if measured else calibration.fixed_per_shape_s)
     print(
         f"  one submission's latency on an empty fleet cannot drop under its longest shard"
         f" ({longest[0]}, {single / 60:.1f} min) whatever N: split large operators by shape"
