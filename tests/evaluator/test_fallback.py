@@ -763,6 +763,7 @@ def test_own_triton_kernels_are_found_by_source_file(tmp_path, monkeypatch):
     assert "softmax" not in origins.foreign_triton
 
 
+@pytest.mark.slow  # 4.3 s: scans of every module torch loaded, remembered and fresh
 def test_a_remembered_module_scan_finds_what_a_fresh_one_finds(tmp_path, monkeypatch):
     """``ModuleScanMemo``: the modules outside the bundle are read again only when the
     loaded modules change (a module imported, a global added); the bundle's own modules

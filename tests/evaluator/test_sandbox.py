@@ -220,6 +220,7 @@ def test_untraversable_ancestors_are_found(tmp_path):
 
 
 @root_only
+@pytest.mark.slow  # 5.3 s: a C compiler's run inside the sandbox
 def test_compilation_happens_inside_the_sandbox(tmp_path):
     """A candidate that builds native code at import (a Python extension, through a build
     library, as torch's extension builder or Triton's JIT does) runs the compiler as the
@@ -419,19 +420,22 @@ def test_the_systems_file_below_a_child_is_a_tool_a_copy_in_a_writable_place_is_
     copy = tmp_path / "file"
     copy.write_bytes(Path("/bin/sleep").read_bytes())
     copy.chmod(0o755)
+    # sh gives a background command /dev/null for its input unless told otherwise: file(1)
+    # reads the pipe through fd 3, so it waits on it until it is closed.
     leader = subprocess.Popen(
-        ["sh", "-c", f'{system_file} -b - & "{copy}" {token} & echo ready; wait'],
-        stdin=subprocess.PIPE,  # file -b - waits on it until it is closed
+        ["sh", "-c", f'exec 3<&0; {system_file} -b - <&3 & "{copy}" {token} & echo ready; wait'],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         start_new_session=True,
     )
     try:
         assert leader.stdout.readline() == b"ready\n"
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        while True:
             names = [line.split("\0")[0] for line in _cmdlines_below(leader.pid)]
             if system_file in names and str(copy) in names:
                 break
+            assert time.monotonic() < deadline, f"both programs never ran at once: {names}"
             time.sleep(0.05)
         found = foreign_processes(leader.pid, writable=[str(tmp_path)])
         assert any(f"{copy} ({copy} {token})" in f for f in found), found
