@@ -9,6 +9,19 @@
   var bar = document.getElementById("progress");
   var text = document.getElementById("progress-text");
   var errorBox = document.getElementById("error-box");
+  // Once a form of the page is sent (Cancel) or the page is left, an answer still on its
+  // way must not reload the page: the reload would replace the form's own answer (its
+  // "Cancelled" message) with a plain copy of the page.
+  var leaving = false;
+  var timer = null;
+  function schedule(ms) { clearTimeout(timer); timer = setTimeout(poll, ms); }
+  window.addEventListener("submit", function (event) {
+    if (!event.defaultPrevented) { leaving = true; }
+  });
+  window.addEventListener("pagehide", function () { leaving = true; });
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted) { leaving = false; schedule(500); }  // back from the history
+  });
 
   function render(p) {
     statusEl.textContent = p.status_display;
@@ -29,13 +42,15 @@
   }
 
   function poll() {
+    if (leaving) { return; }
     fetch(url, { headers: { "Accept": "application/json" }, credentials: "same-origin" })
       .then(function (r) { return r.json(); })
       .then(function (p) {
+        if (leaving) { return; }
         render(p);
-        if (p.final) { window.location.reload(); } else { setTimeout(poll, 1000); }
+        if (p.final) { window.location.reload(); } else { schedule(1000); }
       })
-      .catch(function () { setTimeout(poll, 3000); });
+      .catch(function () { if (!leaving) { schedule(3000); } });
   }
-  setTimeout(poll, 500);
+  schedule(500);
 })();

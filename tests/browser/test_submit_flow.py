@@ -5,6 +5,7 @@ waiting and then cancelled, and a rejected bundle corrected with the same settin
 
 from __future__ import annotations
 
+import json
 import zipfile
 
 import pytest
@@ -109,3 +110,44 @@ def test_check_submit_on_an_unserved_queue_cancel_and_correct_a_rejection(
     page.wait_for_url("**/submissions/new/?from=*")
     assert page.get_by_label("Title").input_value() == "Second try"
     page.screenshot(path=str(tmp_path / "resubmit.png"), full_page=True)
+
+
+def test_a_progress_answer_on_its_way_does_not_reload_over_the_cancel(
+    close_other_db_sessions_at_the_end, page, live_server, catalogue, held_messages
+):
+    """The page's progress poll may be answered while the Cancel form is being sent. Its
+    answer (now final) must not reload the page: the reload would take the place of the
+    form's own answer, and the owner would never see that the cancel was taken. Both
+    requests are held here so that the poll's answer comes between them every time."""
+    from django.contrib.auth import get_user_model
+
+    from submissions import services
+    from tests.submissions.test_checks import MODEL, _zip
+
+    _sign_up(page, live_server)
+    owner = get_user_model().objects.get(username="first-timer")
+    submission = services.submission_create(owner=owner, upload=_zip({"rms_norm.py": MODEL}))
+    assert submission.status == Submission.Status.QUEUED
+    polls, posts = [], []
+    page.route(f"**/submissions/{submission.pk}/progress.json", lambda r: polls.append(r))
+    page.route(f"**/submissions/{submission.pk}/cancel/", lambda r: posts.append(r))
+    page.goto(f"{live_server.url}/submissions/{submission.pk}/")
+    while not polls:  # the page's first poll, held
+        page.wait_for_timeout(50)
+    page.get_by_role("button", name="Cancel this submission").click(no_wait_after=True)
+    while not posts:  # the form is sent, held
+        page.wait_for_timeout(50)
+    polls[0].fulfill(
+        status=200,
+        content_type="application/json",
+        body=json.dumps({
+            "status": "cancelled", "status_display": "Cancelled", "final": True,
+            "shapes_done": 0, "shapes_total": 0, "queue": None, "error_message": "",
+        }),
+    )  # fmt: skip
+    page.wait_for_timeout(300)  # what the poll's answer makes the page do
+    posts[0].continue_()
+    page.wait_for_selector("text=Cancelled. It does not count against your quota.")
+    assert page.locator("#status").inner_text() == "Cancelled"
+    submission.refresh_from_db()
+    assert submission.status == Submission.Status.CANCELLED
