@@ -50,12 +50,18 @@ def test_costs_leave_out_each_childs_start(run_file: Path) -> None:
     assert measured.harness == "9.9.9"
 
 
-def test_one_shard_costs_the_measured_wall(run_file: Path) -> None:
+def _shards(run_file: Path, count: int) -> list[tuple[float, int, list[str]]]:
+    """The measured run's operators grouped into ``count`` shards, as the model groups them."""
     measured = measured_costs(run_file)
-    shards = group_shards(
-        measured.costs, shards=1, first_start_s=measured.first_start_s,
+    return group_shards(
+        measured.costs, shards=count, first_start_s=measured.first_start_s,
         ahead_start_s=measured.ahead_start_s,
     )  # fmt: skip
+
+
+def test_one_shard_costs_the_measured_wall(run_file: Path) -> None:
+    measured = measured_costs(run_file)
+    shards = _shards(run_file, 1)
     assert len(shards) == 1
     seconds, shapes, names = shards[0]
     assert seconds == pytest.approx(measured.wall_s)
@@ -63,11 +69,7 @@ def test_one_shard_costs_the_measured_wall(run_file: Path) -> None:
 
 
 def test_a_shard_per_operator_pays_a_cold_start_each(run_file: Path) -> None:
-    measured = measured_costs(run_file)
-    shards = group_shards(
-        measured.costs, shards=3, first_start_s=measured.first_start_s,
-        ahead_start_s=measured.ahead_start_s,
-    )  # fmt: skip
+    shards = _shards(run_file, 3)
     assert sorted(seconds for seconds, _, _ in shards) == pytest.approx([15.5, 18.5, 26.0])
 
 
