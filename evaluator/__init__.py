@@ -9,7 +9,7 @@ may import torch, so the site runs it only in a child process (``python -m evalu
 listed here, and each listed module imports where torch cannot be imported.
 """
 
-HARNESS_VERSION = "0.3.13"
+HARNESS_VERSION = "0.3.14"
 """Results of different versions were measured differently (docs/evaluator-changelog.md)."""
 
 WEB_SAFE_MODULES = frozenset(

@@ -227,7 +227,13 @@ def _evaluate_shape(
     """
     import torch  # heavy imports stay out of the runner process, which imports this module
 
-    from evaluator.correctness import CandidateError, PhaseClock, check_shape, fresh_reference
+    from evaluator.correctness import (
+        CandidateError,
+        PhaseClock,
+        check_shape,
+        derive_seed,
+        fresh_reference,
+    )
     from evaluator.fallback import ShapeWatch, monitor_for, report_for
     from evaluator.integrity import OutsideWorkError, TamperingError, bound_checker
 
@@ -308,6 +314,38 @@ def _evaluate_shape(
         q_bytes = int(shape.get("q_read") or 0) + int(shape.get("q_write") or 0) or None
         with PhaseClock(device, phases)("fb_report"):
             fallback = report_for(monitor, q_bytes=q_bytes)
+        if second_look_due(fallback, job, device.type):
+            # A near miss on the CPU: the shape is checked and watched again, over more
+            # calls, and the second look decides (its answers checked like the first's).
+            first_share = fallback.own_kernel_share
+            look = ShapeWatch(
+                monitor_for(device, own_code_dir=job.get("bundle_dir"),
+                            calls=SECOND_LOOK_CALLS, scans=scans),
+                decide_on_first_call=True,
+            )  # fmt: skip
+            again = check_shape(
+                spec=spec,
+                reference=reference,
+                candidate=candidate,
+                shape_id=shape_id,
+                input_kwargs=shape["input_kwargs"],
+                device=device,
+                run_seed=derive_seed(int(job["seed"]), "second_look"),
+                trials=SECOND_LOOK_CALLS,
+                call_wrapper=look.call,
+                after_call=bound_checker(guard, f"after a call of shape {shape_id}"),
+                settled=look.settled,
+                phases=phases,  # its parts add to the first look's
+            )
+            if not again.ok:
+                record.update(status="incorrect", error=again.error, codes=["wrong_result"])
+                return record
+            fallback = report_for(look, q_bytes=q_bytes)
+            record["second_look"] = {
+                "first_own_kernel_share": first_share,
+                "own_kernel_share": fallback.own_kernel_share,
+                "calls": look.watched_calls,
+            }
         record.update(
             own_kernel_share=fallback.own_kernel_share,
             share_by_time=fallback.share_by_time,
@@ -514,6 +552,41 @@ def fallback_not_timed(own_share: float | None, job: Mapping[str, Any]) -> bool:
     fallback."""
     threshold = job.get("threshold_own_share")
     return threshold is not None and under_own_share_threshold(own_share, float(threshold))
+
+
+SECOND_LOOK_MARGIN = 0.3
+"""How far under the suite's own-kernel threshold a CPU shape's share may fall and still
+be looked at again (``second_look_due``)."""
+
+SECOND_LOOK_CALLS = 5
+"""The calls of a second look: their median call decides, so two stray calls do not."""
+
+
+def second_look_due(report: Any, job: Mapping[str, Any], device_type: str) -> bool:
+    """Whether a correct CPU shape whose own-kernel share fell just under the threshold
+    (by less than ``SECOND_LOOK_MARGIN``) is checked and watched again over
+    ``SECOND_LOOK_CALLS`` calls, the second look deciding it.
+
+    On the CPU a share is a ratio of counted times (``evaluator.fallback_cpu``), and a
+    smoke shape's call takes a few milliseconds, so one stray millisecond outside the
+    bundle's kernels (a garbage collection, a page read back from disk on a host short of
+    memory) moves a call's share by a fifth; with two watched calls (an agent round's
+    policy) the median is their mean, and an honest Triton kernel that measures 0.93 was
+    seen at 0.76 on a loaded 2-core CI host. On CUDA the shares are kernel times from the
+    profiler, and not looked at again. A shape decided on its first call (none of the
+    bundle's own kernels launched) is not a near miss. A candidate gains nothing from
+    telling the looks apart: the second look's answers are checked as the first's were,
+    its calls are watched the same way, and its fastest call is the figure the timed calls
+    are compared with (``UNWATCHED_SPEEDUP_LIMIT``)."""
+    threshold = job.get("threshold_own_share")
+    share = report.own_kernel_share
+    return (
+        device_type == "cpu"
+        and threshold is not None
+        and share is not None
+        and not report.decided_on_first_call
+        and float(threshold) - SECOND_LOOK_MARGIN <= share < float(threshold)
+    )
 
 
 UNWATCHED_SPEEDUP_LIMIT = {"cuda": 2.0, "cpu": 5.0}

@@ -210,6 +210,7 @@ def shape_entry(
         "reference_pool": _pool_use(measured.get("reference_pool")),
         "fallback_decided_on_first_call": bool(measured.get("fallback_decided_on_first_call")),
         **_watch_confirmed(measured.get("watch_confirmed")),
+        **_second_look(measured.get("second_look")),
         **_alone_after(measured.get("alone_after")),
     }
 
@@ -221,6 +222,23 @@ def _alone_after(record: Any) -> dict[str, Any]:
     if not isinstance(record, Mapping):
         return {}
     return {"alone_after": {"error": str(record.get("error") or "")[:2000]}}
+
+
+def _second_look(record: Any) -> dict[str, Any]:
+    """``{"second_look": ...}`` for a CPU shape whose own-kernel share fell just under the
+    threshold and was checked and watched again (``evaluator.measure.second_look_due``):
+    the first look's share, the second's (the shape's ``own_kernel_share``, which decided)
+    and the second look's watched calls; nothing otherwise (the key is absent)."""
+    if not isinstance(record, Mapping):
+        return {}
+    calls = record.get("calls")
+    return {
+        "second_look": {
+            "first_own_kernel_share": finite_or_none(record.get("first_own_kernel_share")),
+            "own_kernel_share": finite_or_none(record.get("own_kernel_share")),
+            "calls": calls if isinstance(calls, int) and not isinstance(calls, bool) else None,
+        }
+    }
 
 
 def _watch_confirmed(record: Any) -> dict[str, Any]:

@@ -178,10 +178,22 @@ def campaign(suite, tmp_path_factory):
         yield evaluate
 
 
+class Statuses(list):
+    """The shapes' statuses, shown with the shapes' errors where an assertion fails (the
+    error of a shape says what decided it: the share and what did the work, for one)."""
+
+    def __init__(self, shapes: list[dict]) -> None:
+        super().__init__(shape["status"] for shape in shapes)
+        self.errors = [shape.get("error") for shape in shapes]
+
+    def __repr__(self) -> str:
+        return f"{list(self)!r} (errors: {self.errors!r})"
+
+
 def statuses(results: dict) -> list[str]:
     assert not results.get("error"), results.get("error")
     (entry,) = results["operators"]
-    return [shape["status"] for shape in entry["shapes"]]
+    return Statuses(entry["shapes"])
 
 
 def test_the_rounds_here_measure_one_smoke_shape_of_the_suites_operator():
