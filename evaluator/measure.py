@@ -264,14 +264,34 @@ def _evaluate_shape(
 
         build_reference()  # a reference that cannot be built fails here, before the candidate
         candidate = build_candidate(model_class, init_kwargs, device, shape_id)
+
         # The correctness calls are also the ones watched for PyTorch fallbacks: every
         # correctness trial (check_shape runs the policy's count); the report comes only when
         # all of them passed. A first call that launched none of the bundle's own kernels
         # decides the shape (a fallback, untimed, scored 0): no later trial runs.
-        monitor = ShapeWatch(
-            monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=trials, scans=scans),
-            decide_on_first_call=fallback_not_timed(0.0, job),
-        )
+        def watch(calls: int, *, decide_on_first_call: bool) -> Any:
+            return ShapeWatch(
+                monitor_for(device, own_code_dir=job.get("bundle_dir"), calls=calls, scans=scans),
+                decide_on_first_call=decide_on_first_call,
+            )
+
+        def watched_checks(watched: Any, **kwargs: Any) -> Any:
+            """The shape's correctness trials, each call watched by ``watched``."""
+            return check_shape(
+                spec=spec,
+                reference=reference,
+                candidate=candidate,
+                shape_id=shape_id,
+                input_kwargs=shape["input_kwargs"],
+                device=device,
+                call_wrapper=watched.call,
+                settled=watched.settled,
+                after_call=bound_checker(guard, f"after a call of shape {shape_id}"),
+                phases=phases,
+                **kwargs,
+            )
+
+        monitor = watch(trials, decide_on_first_call=fallback_not_timed(0.0, job))
         phases["setup"] = round(_clock() - started, 4)  # reference and Model built
         pool_plan = shape.get("pool") if pool is not None else None
         pool_record: dict[str, Any] | None = None
@@ -282,25 +302,16 @@ def _evaluate_shape(
                 "pooled": 0,
                 "recomputed": [],
             }
-        correctness = check_shape(
-            spec=spec,
-            reference=reference,
-            candidate=candidate,
-            shape_id=shape_id,
-            input_kwargs=shape["input_kwargs"],
-            device=device,
+        correctness = watched_checks(
+            monitor,
             run_seed=job["seed"],
             trials=trials,
-            call_wrapper=monitor.call,
-            after_call=bound_checker(guard, f"after a call of shape {shape_id}"),
-            phases=phases,
             pool_plan=pool_plan,
             fetch_reference=(
                 (lambda shape_id, entry: pool.fetch(shape_id, entry, device)) if pool_plan else None
             ),
             pool_record=pool_record,
             safe_point=gate.safe_point if gate is not None else None,
-            settled=monitor.settled,
         )
         record.update(
             max_abs_error=correctness.max_abs_error,
@@ -318,24 +329,11 @@ def _evaluate_shape(
             # A near miss on the CPU: the shape is checked and watched again, over more
             # calls, and the second look decides (its answers checked like the first's).
             first_share = fallback.own_kernel_share
-            look = ShapeWatch(
-                monitor_for(device, own_code_dir=job.get("bundle_dir"),
-                            calls=SECOND_LOOK_CALLS, scans=scans),
-                decide_on_first_call=True,
-            )  # fmt: skip
-            again = check_shape(
-                spec=spec,
-                reference=reference,
-                candidate=candidate,
-                shape_id=shape_id,
-                input_kwargs=shape["input_kwargs"],
-                device=device,
+            look = watch(SECOND_LOOK_CALLS, decide_on_first_call=True)
+            again = watched_checks(  # its phases add to the first look's
+                look,
                 run_seed=derive_seed(int(job["seed"]), "second_look"),
                 trials=SECOND_LOOK_CALLS,
-                call_wrapper=look.call,
-                after_call=bound_checker(guard, f"after a call of shape {shape_id}"),
-                settled=look.settled,
-                phases=phases,  # its parts add to the first look's
             )
             if not again.ok:
                 record.update(status="incorrect", error=again.error, codes=["wrong_result"])
