@@ -225,3 +225,37 @@ def test_cli_reports_an_unreadable_file_as_an_error(tmp_path, capsys):
     assert cli.main(["validate-suite", str(path)]) == 2
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is False and "broken.json" in report["errors"][0]["message"]
+
+
+def _layout(value: Any) -> Any:
+    """A draw's tensors as (shape, dtype, strides), anything else as it is."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return (tuple(value.shape), value.dtype, value.stride())
+    if isinstance(value, dict):
+        return {key: _layout(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_layout(item) for item in value)
+    return value
+
+
+@pytest.mark.parametrize("operator", sorted(OPERATORS))
+def test_a_draw_on_meta_has_the_cpu_draws_shapes_dtypes_and_strides(operator):
+    # What validate-suite checks on meta is what a CPU or GPU draw holds (the fp8 MoE's
+    # generator skips its block quantisation on meta, where there are no values).
+    import torch
+
+    spec = OPERATORS[operator]
+    smoke = load_suite("atrex-bench-v1").shapes_for(operator, "smoke")[0]
+
+    def draw(device: str) -> Any:  # as validate-suite draws: a CPU generator (meta has none)
+        generator = torch.Generator()
+        generator.manual_seed(5)
+        return spec.input_maker(
+            device=torch.device(device), generator=generator, **smoke.input_kwargs
+        )
+
+    on_meta, on_cpu = draw("meta"), draw("cpu")
+    assert all(v.device.type == "meta" for v in on_meta.values() if hasattr(v, "device"))
+    assert _layout(on_meta) == _layout(on_cpu)
