@@ -288,6 +288,8 @@ def _evaluate_shape(
                 settled=watched.settled,
                 after_call=bound_checker(guard, f"after a call of shape {shape_id}"),
                 phases=phases,
+                # Where another operator's timing may pause this child (a concurrent run).
+                safe_point=gate.safe_point if gate is not None else None,
                 **kwargs,
             )
 
@@ -311,7 +313,6 @@ def _evaluate_shape(
                 (lambda shape_id, entry: pool.fetch(shape_id, entry, device)) if pool_plan else None
             ),
             pool_record=pool_record,
-            safe_point=gate.safe_point if gate is not None else None,
         )
         record.update(
             max_abs_error=correctness.max_abs_error,

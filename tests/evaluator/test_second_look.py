@@ -58,17 +58,24 @@ def rms_suite(tiny_suite):
     return tiny_suite.restrict(["rms_norm"])
 
 
-def run(source: str, suite, tmp_path) -> dict:
+def run(source: str, suite, tmp_path, **kwargs) -> dict:
+    """rms_norm's shape entry after a run of a bundle whose rms_norm is ``source`` (and,
+    with ``others``, the Triton baseline's files of those operators too)."""
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     (bundle / "rms_norm.py").write_text(source)
+    for operator in kwargs.pop("others", ()):
+        (bundle / f"{operator}.py").write_text((TRITON_BASELINE / f"{operator}.py").read_text())
     results = run_bundle(
         bundle_path=bundle, suite=suite, hardware="cpu-dev", device="cpu", seed=271828,
         progress_path=tmp_path / "progress.jsonl", log_dir=tmp_path / "logs",
-        time_budget_s=0.02,
+        time_budget_s=0.02, **kwargs,
     )  # fmt: skip
     assert results["error"] is None, results["error"]
-    (entry,) = results["operators"]
+    for entry in results["operators"]:
+        if entry["operator"] != "rms_norm":
+            assert {s["status"] for s in entry["shapes"]} == {"pass"}, entry
+    (entry,) = [e for e in results["operators"] if e["operator"] == "rms_norm"]
     (shape,) = entry["shapes"]
     return shape
 
@@ -85,6 +92,17 @@ def test_a_near_miss_whose_second_look_is_own_passes(rms_suite, tmp_path):
     assert look["calls"] == SECOND_LOOK_CALLS
     assert shape["trials"] == 3  # the first look's
     assert shape["time_ms"] is not None  # timed as any pass
+
+
+@pytest.mark.slow
+def test_a_second_look_in_a_concurrent_run(tiny_suite, tmp_path):
+    # Two operators' children at once: the second look's calls, like the first's, stop at
+    # the safe points where the other child's timing may pause them.
+    suite = tiny_suite.restrict(["rms_norm", "silu_and_mul"])
+    shape = run(candidate("call <= 3"), suite, tmp_path, others=["silu_and_mul"], concurrency=2)
+    assert shape["status"] == "pass", shape["error"]
+    assert shape["second_look"]["first_own_kernel_share"] < 0.8
+    assert shape["second_look"]["calls"] == SECOND_LOOK_CALLS
 
 
 @pytest.mark.slow
