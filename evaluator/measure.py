@@ -577,14 +577,11 @@ def second_look_due(report: Any, job: Mapping[str, Any], device_type: str) -> bo
     telling the looks apart: the second look's answers are checked as the first's were,
     its calls are watched the same way, and its fastest call is the figure the timed calls
     are compared with (``UNWATCHED_SPEEDUP_LIMIT``)."""
-    threshold = job.get("threshold_own_share")
+    if device_type != "cpu" or report.decided_on_first_call:
+        return False
     share = report.own_kernel_share
-    return (
-        device_type == "cpu"
-        and threshold is not None
-        and share is not None
-        and not report.decided_on_first_call
-        and float(threshold) - SECOND_LOOK_MARGIN <= share < float(threshold)
+    return fallback_not_timed(share, job) and share >= (
+        float(job["threshold_own_share"]) - SECOND_LOOK_MARGIN
     )
 
 

@@ -20,7 +20,8 @@ HONEST = (TRITON_BASELINE / "rms_norm.py").read_text()
 # it (a share near 0.94 / 1.45, about 0.65: under 0.8, within the margin); calls for which
 # ``_wrong(call)`` holds return zeros after the honest kernel ran. The kernel's CPU time, not
 # its wall time: on a loaded host the wall time holds waits for a CPU, which the share's
-# counted time leaves out (a wait of 0.6 times the wall time measured 0.47 in a CI run).
+# counted time leaves out (a wait of 0.6 times the wall time measured 0.47 in a fresh clone's
+# run).
 WRAPPED = (
     HONEST
     + """
