@@ -165,10 +165,14 @@ def pytest_runtest_protocol(item, nextitem):
     if costs is None:
         yield
         return
-    wall, (own, children) = time.perf_counter(), _cpu_seconds()
+    started, wall, (own, children) = time.time(), time.perf_counter(), _cpu_seconds()
     yield
     own_after, children_after = _cpu_seconds()
     costs[item.nodeid] = {
+        # When it started (seconds since the epoch) and on which process: each process's
+        # timeline, for where a run's processes wait or one ends long before the other.
+        "start": round(started, 3),
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
         "wall": round(time.perf_counter() - wall, 3),
         "cpu": round(own_after - own, 3),
         "children_cpu": round(children_after - children, 3),
@@ -481,7 +485,10 @@ def pytest_runtest_teardown(item, nextitem) -> None:
 def close_other_db_sessions_at_the_end(django_db_setup, django_db_blocker):
     """Torn down just before the test database is dropped: sessions of processes and threads
     that the tests started (worker, live server) may linger a moment after they end; wait
-    for them, then end the stragglers, so that the database can be dropped."""
+    for them, then end the stragglers, so that the database can be dropped. This process's
+    own other sessions are ended at once: nothing else runs in it by then, and a connection
+    Django opened in another context (the ORM inside Playwright's event loop gets a
+    connection of its own) is never closed by Django; waiting for it cost every run 5 s."""
     yield
     import time
 
@@ -494,6 +501,11 @@ def close_other_db_sessions_at_the_end(django_db_setup, django_db_blocker):
             "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
         with connection.cursor() as cursor:
+            cursor.execute(f"SELECT pid, client_port {others}")  # noqa: S608 - constant text
+            own = _own_tcp_ports()
+            for pid, port in cursor.fetchall():
+                if port in own:
+                    cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
             deadline = time.monotonic() + 5.0
             while time.monotonic() < deadline:
                 cursor.execute(f"SELECT count(*) {others}")  # noqa: S608 - constant text
@@ -501,6 +513,32 @@ def close_other_db_sessions_at_the_end(django_db_setup, django_db_blocker):
                     return
                 time.sleep(0.2)
             cursor.execute(f"SELECT pg_terminate_backend(pid) {others}")  # noqa: S608
+
+
+def _own_tcp_ports() -> set[int]:
+    """The local ports of this process's TCP sockets (Linux /proc; empty elsewhere)."""
+    inodes = set()
+    try:
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    except OSError:
+        return set()
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 def wait_for_status(submission, statuses: set[str], timeout_s: float = 240.0):
