@@ -339,9 +339,13 @@ def proposal_create(
         except curation.CurationError as error:
             raise ProposalError(error.message, error.problems) from None
         # Looked up by (operator, base shape id); a re-weighted cluster always has its base's.
+        # Each row's suite version without its definition (the whole suite as JSON, 380 KB
+        # for v1): decoded once a row it was 2.6 s of a v1 proposal's 6.7 s.
         shapes: dict[tuple[str, str | None], Shape] = {
             (row.operator.slug, row.shape_id): row
-            for row in draft.shapes.select_related("operator", "suite_version")
+            for row in draft.shapes.select_related("operator", "suite_version").defer(
+                "suite_version__definition"
+            )
         }
         for cluster in plan.reweighted:
             curation.shape_update(
@@ -379,7 +383,9 @@ def proposal_create(
             )
             added[index]["shape_id"] = shape_id
         summary["added"] = [item for item in added if item["shape_id"] is not None]
-        for row in draft.suite_operators.select_related("operator", "suite_version"):
+        for row in draft.suite_operators.select_related("operator", "suite_version").defer(
+            "suite_version__definition"
+        ):
             slug = row.operator.slug
             if slug in plan.importance:
                 curation.operator_update(suite_operator=row, importance=plan.importance[slug])
