@@ -436,6 +436,8 @@ def submission_mine(request: HttpRequest) -> HttpResponse:
         selectors.submissions_visible_to(user=request.user)
         .filter(owner=request.user)
         .select_related("score")
+        # The list shows each row's suite by name: its definition (the suite as JSON) unread.
+        .defer("suite_version__definition")
     )
     return render(request, "submissions/mine.html", {"submissions": submissions})
 
