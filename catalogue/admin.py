@@ -18,7 +18,7 @@ from django.urls import URLPattern, path, reverse
 from atrex_site import admin_figures
 from evaluator.upstream import UpstreamFormatError, read_operator_zip
 
-from . import services
+from . import selectors, services
 from .models import HardwareProfile, Operator, Shape, SuiteOperator, SuiteVersion
 
 
@@ -108,13 +108,6 @@ class SuiteOperatorInline(admin.TabularInline):
         return super().has_change_permission(request, obj) and not _published(obj)
 
 
-def _without_definition(shapes: QuerySet[Shape]) -> QuerySet[Shape]:
-    """Shapes whose joined suite version leaves out its definition (the whole suite as JSON,
-    380 KB for v1, 3.4 ms to decode): no shape row shows it, and decoded once a row it made
-    v1's suite version page take 4.9 s and a page of its shapes 1.2 s."""
-    return shapes.defer("suite_version__definition")
-
-
 class ShapeInline(admin.TabularInline):
     """Shapes of a version, read-only here (440 rows); each links to its own edit page."""
 
@@ -141,7 +134,7 @@ class ShapeInline(admin.TabularInline):
         return False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Shape]:
-        return _without_definition(
+        return selectors.without_suite_definition(
             super().get_queryset(request).select_related("operator", "suite_version")
         )
 
@@ -409,7 +402,7 @@ class ShapeAdmin(admin.ModelAdmin):
     search_fields = ["shape_id", "operator__slug"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Shape]:
-        return _without_definition(
+        return selectors.without_suite_definition(
             super().get_queryset(request).select_related(*self.list_select_related)
         )
 

@@ -432,12 +432,10 @@ def submission_download(request: HttpRequest, pk: int) -> FileResponse:
 
 @login_required
 def submission_mine(request: HttpRequest) -> HttpResponse:
-    submissions = (
+    submissions = catalogue_selectors.without_suite_definition(
         selectors.submissions_visible_to(user=request.user)
         .filter(owner=request.user)
         .select_related("score")
-        # The list shows each row's suite by name: its definition (the suite as JSON) unread.
-        .defer("suite_version__definition")
     )
     return render(request, "submissions/mine.html", {"submissions": submissions})
 

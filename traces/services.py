@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from catalogue import services as curation
 from catalogue.models import Operator, Shape, SuiteVersion
+from catalogue.selectors import without_suite_definition
 from evaluator.errors import UserError
 from evaluator.figures import duration_ms, percent
 from evaluator.upstream import builtin_operator_slugs
@@ -339,12 +340,10 @@ def proposal_create(
         except curation.CurationError as error:
             raise ProposalError(error.message, error.problems) from None
         # Looked up by (operator, base shape id); a re-weighted cluster always has its base's.
-        # Each row's suite version without its definition (the whole suite as JSON, 380 KB
-        # for v1): decoded once a row it was 2.6 s of a v1 proposal's 6.7 s.
         shapes: dict[tuple[str, str | None], Shape] = {
             (row.operator.slug, row.shape_id): row
-            for row in draft.shapes.select_related("operator", "suite_version").defer(
-                "suite_version__definition"
+            for row in without_suite_definition(
+                draft.shapes.select_related("operator", "suite_version")
             )
         }
         for cluster in plan.reweighted:
@@ -383,8 +382,8 @@ def proposal_create(
             )
             added[index]["shape_id"] = shape_id
         summary["added"] = [item for item in added if item["shape_id"] is not None]
-        for row in draft.suite_operators.select_related("operator", "suite_version").defer(
-            "suite_version__definition"
+        for row in without_suite_definition(
+            draft.suite_operators.select_related("operator", "suite_version")
         ):
             slug = row.operator.slug
             if slug in plan.importance:
