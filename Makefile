@@ -19,6 +19,14 @@ TORCH_SPEC ?= torch==2.13.0
 # git-ignored __pycache__ folders.
 unexport PYTHONDONTWRITEBYTECODE
 
+# torch's idle OpenMP threads sleep rather than spin (the evaluator passes this on to its
+# children): the demo's worker, its evaluations and the tests' two processes share a few
+# cores, and a spinning thread spends the CPU another process is waiting for. On this 2-core
+# machine the whole suite took 390 s of pytest with it against 447 s without, back to back
+# (results/ci-timings.md, session 25).
+OMP_WAIT_POLICY ?= PASSIVE
+export OMP_WAIT_POLICY
+
 # uv (a wheel from PyPI) installs the same packages as pip would, about 6 times faster
 # (12-15 s against 95 s here), with pip's settings on this machine handed over by
 # scripts/uv_args.py; where uv cannot be had or fails, pip does the install. The venv's

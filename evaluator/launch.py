@@ -47,6 +47,8 @@ PASSED_VARIABLES = (
     "LANG",
     "LC_ALL",
     "CUDA_VISIBLE_DEVICES",
+    "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
     "TRITON_CACHE_DIR",
     "ATREX_FORK_SERVER",
     "ATREX_CONCURRENCY",
@@ -59,7 +61,11 @@ PASSED_VARIABLES = (
 ``ATREX_CONCURRENCY`` is the worker's operators at once (``evaluator.concurrency``),
 ``ATREX_START_AHEAD_DEPTH`` how many children warm up ahead (``evaluator.cli``);
 ``ATREX_COMPILE_AHEAD`` ``0`` turns off a campaign round's compiling ahead of its previous
-round's specialisations (``evaluator.serve``; on by default), for a before-and-after."""
+round's specialisations (``evaluator.serve``; on by default), for a before-and-after.
+``OMP_NUM_THREADS`` and ``OMP_WAIT_POLICY`` are the host's OpenMP settings for torch on the
+CPU (``PASSIVE``: idle threads sleep instead of spinning, which on a machine shared with
+other processes, the test suite's two cores say, spends the CPU they wait for); the
+evaluator's sandbox passes them on to its children."""
 PASSED_PREFIX = "ATREX_SANDBOX_"
 
 

@@ -17,6 +17,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 # interpreter; this must be set before triton is first imported here, whichever test
 # module imports it first (torch._dynamo, say, imports triton).
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# OpenMP threads that have nothing to do sleep rather than spin: the two test processes and
+# the evaluators' children they start share two cores, and a spinning thread burns the CPU
+# the other lane's work is waiting for. Read when torch is first loaded, so set here; the
+# evaluator passes it on to every child it starts (evaluator.launch, evaluator.sandbox).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 # Tests that share an expensive session fixture run on one pytest-xdist worker, so that a

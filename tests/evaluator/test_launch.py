@@ -63,6 +63,13 @@ def test_the_workers_fork_server_choice_reaches_the_evaluator(monkeypatch, tmp_p
     assert "ATREX_FORK_SERVER" not in child_environment(tmp_path)
 
 
+def test_the_hosts_openmp_settings_reach_the_evaluator(monkeypatch, tmp_path):
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    env = child_environment(tmp_path)
+    assert (env["OMP_WAIT_POLICY"], env["OMP_NUM_THREADS"]) == ("PASSIVE", "3")
+
+
 def test_a_temporary_scratch_folder_is_removed_and_a_given_one_kept(tmp_path):
     with scratch_folder("ceilings") as made:
         assert made.is_dir() and made.name.startswith("atrex-ceilings-")

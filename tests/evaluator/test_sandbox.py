@@ -203,9 +203,11 @@ def test_inside_the_sandbox(tmp_path):
 def test_secrets_are_not_in_the_environment_of_a_child(tmp_path, monkeypatch):
     monkeypatch.setenv("CELERY_BROKER_URL", "redis://:password@broker:6379/0")
     monkeypatch.setenv("ATREX_AGENT_TOKEN", "tok-123")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # the host's OpenMP setting does pass
     sandbox = Sandbox(policy=SandboxPolicy(), scratch=tmp_path)
     seen = run_inside(sandbox, "import json, os; print(json.dumps(dict(os.environ)))")["seen"]
     assert "CELERY_BROKER_URL" not in seen and "ATREX_AGENT_TOKEN" not in seen
+    assert seen["OMP_WAIT_POLICY"] == "PASSIVE"
     assert seen["HOME"] == seen["TMPDIR"] and seen["TRITON_CACHE_DIR"].startswith(seen["HOME"])
 
 
