@@ -55,6 +55,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from evaluator.scratch import claim_folder
+
 PER_CHILD_ENVIRONMENT = (
     "HOME",
     "TMPDIR",
@@ -276,6 +278,7 @@ class ForkServer:
     def __init__(self, environment: Mapping[str, str]) -> None:
         # The server's own folder stands in for a child's private one in its environment.
         self.folder = tempfile.mkdtemp(prefix="atrex-forkserver-")
+        claim_folder(self.folder)  # swept by a later run if this process is killed
         environment = {
             **environment,
             **{name: self.folder for name in PER_CHILD_ENVIRONMENT if name in environment},

@@ -62,6 +62,7 @@ from evaluator.sandbox import (
     with_hidden,
 )
 from evaluator.scoring import operator_score, operator_verdict, summarize
+from evaluator.scratch import claim_folder, sweep_killed_folders
 from evaluator.suite import ShapeSpec, Suite, load_suite
 from evaluator.upstream import load_suite_with_sources
 from evaluator.verdicts import merge
@@ -1952,7 +1953,10 @@ def run_bundle(
 
     with contextlib.ExitStack() as stack:
         if rounds is None:
+            # Folders left by runs and fork servers that were killed (evaluator.scratch).
+            sweep_killed_folders()
             made = stack.enter_context(tempfile.TemporaryDirectory(prefix="atrex-run-"))
+            claim_folder(made)
             scratch_dir = Path(made)
             sandbox = Sandbox(
                 policy=policy, scratch=scratch_dir, device=device_kind, concurrent=concurrency
