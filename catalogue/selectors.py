@@ -69,6 +69,17 @@ def _shape_id_order(shape: Shape) -> tuple[int, str]:
     return (int(shape.shape_id), "") if shape.shape_id.isdigit() else (1 << 62, shape.shape_id)
 
 
+def suite_version_shapes(*, suite_version_id: int) -> list[Shape]:
+    """Every shape of a suite version with its operator, by operator then shape id ("2"
+    before "10"), the version itself not read."""
+    rows = (
+        Shape.objects.filter(suite_version_id=suite_version_id)
+        .select_related("operator")
+        .defer("init_kwargs", "input_kwargs", "w_flops", "description")
+    )
+    return sorted(rows, key=lambda shape: (shape.operator.slug, _shape_id_order(shape)))
+
+
 def operator_public_shapes(*, suite: SuiteVersion, operator: str, smoke: bool) -> list[Shape]:
     """The public, enabled shapes of ``operator`` in ``suite`` of one shape set (``smoke``:
     the CPU set), in shape-id order ("2" before "10"). Hidden shapes are scored but never

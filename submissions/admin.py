@@ -15,6 +15,7 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
 from atrex_site import admin_figures
+from catalogue.admin import SuiteVersionListFilter
 from evaluator import figures
 from evaluator.figures import duration_ms, roofline_percent
 
@@ -240,7 +241,7 @@ class ScoreAdmin(admin.ModelAdmin):
     the figures read as on the board (% of the roofline, three significant figures)."""
 
     list_display = ["submission", "suite_version", "hardware", "aggregate_shown", "published_at"]
-    list_filter = ["suite_version", "hardware"]
+    list_filter = [("suite_version", SuiteVersionListFilter), "hardware"]
     fields = [
         "submission", "run", "suite_version", "hardware", "aggregate_shown", "interval",
         "real_pass", "apparent_pass", "fallback", "speedup_eager", "speedup_compile",

@@ -215,21 +215,26 @@ def test_shape_list_is_editable_inline_only_when_filtered_to_a_draft(catalogue, 
 
 
 def test_admin_pages_of_shapes_never_read_each_rows_suite_definition(catalogue, staff, client):
-    # The suite version's page lists its shapes inline, and the shape list shows a page of
-    # them: a row's suite version joined with its definition (the suite as JSON, 380 KB for
-    # v1) made v1's page take 4.9 s and its shape list 1.2 s (1.3 s and 0.11 s without).
+    # The suite version's page lists its operators and its shapes, and the shape list shows
+    # a page of them: a row's suite version read with its definition (the suite as JSON,
+    # 380 KB for v1) made v1's page take 4.9 s and its shape list 1.2 s (1.3 s and 0.11 s
+    # without); each operator row's name ("rms_norm in atrex-bench v1") read it too. The
+    # version's own page reads it once, for the version itself.
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     client.force_login(staff)
     definition = f'"{SuiteVersion._meta.db_table}"."definition"'
-    shapes = f'"{Shape._meta.db_table}"'
-    for url in (
-        reverse("admin:catalogue_suiteversion_change", args=[catalogue.pk]),
-        reverse("admin:catalogue_shape_changelist") + f"?suite_version__id__exact={catalogue.pk}",
+    for url, most in (
+        (reverse("admin:catalogue_suiteversion_change", args=[catalogue.pk]), 1),
+        (
+            reverse("admin:catalogue_shape_changelist")
+            + f"?suite_version__id__exact={catalogue.pk}",
+            0,
+        ),
     ):
         with CaptureQueriesContext(connection) as queries:
             response = client.get(url)
         assert response.status_code == 200 and b"smoke-0" in response.content
-        read = [q["sql"] for q in queries if definition in q["sql"] and shapes in q["sql"]]
-        assert read == [], (url, read)
+        read = [q["sql"] for q in queries if definition in q["sql"]]
+        assert len(read) <= most, (url, [q[-160:] for q in read])
