@@ -200,6 +200,16 @@ class SuiteVersionAdmin(admin.ModelAdmin):
         editable = {"description"} if obj is not None and not obj.is_published else set()
         return [name for name in self.fields if name not in editable]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[SuiteVersion]:
+        # The list and a version's page show its name and figures, never its definition
+        # (the suite as JSON, 380 KB for v1), nor its parent's: read where used.
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("parent")
+            .defer("definition", "parent__definition")
+        )
+
     def render_change_form(
         self,
         request: HttpRequest,
@@ -233,6 +243,9 @@ class SuiteVersionAdmin(admin.ModelAdmin):
             services.suite_version_update(draft=obj, description=form.cleaned_data["description"])
 
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        # The services save the rows, not the formset; what formset.save() would record of
+        # them is the change message's source (without it every save of the page failed).
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
         if formset.model is not SuiteOperator:
             return
         for inline_form in formset.forms:
@@ -245,6 +258,7 @@ class SuiteVersionAdmin(admin.ModelAdmin):
                 description=data.get("description"),
                 importance=data.get("importance"),
             )
+            formset.changed_objects.append((inline_form.instance, inline_form.changed_data))
 
     # -- actions on the list: each goes to the page of one version
 
