@@ -413,11 +413,25 @@ class SuiteVersionAdmin(admin.ModelAdmin):
 
 
 class ShapeForm(forms.ModelForm):
+    # An empty JSON object is a value here, not a missing one: 400 of v1's and v0.1's shapes
+    # take no init kwargs ({}), and their pages could not be saved while these were
+    # required ("This field is required."). An emptied box means {} as well.
+    OBJECTS = ("init_kwargs", "input_kwargs", "w_flops")
+
     class Meta:
         model = Shape
         fields = ["suite_version", "operator", "shape_id", *services.SHAPE_EDITABLE]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in self.OBJECTS:
+            if name in self.fields:
+                self.fields[name].required = False
+
     def clean(self) -> dict[str, Any]:
+        for name in self.OBJECTS:
+            if name in self.cleaned_data and self.cleaned_data[name] is None:
+                self.cleaned_data[name] = {}
         cleaned = super().clean()
         fields = {k: cleaned[k] for k in services.SHAPE_EDITABLE if k in cleaned}
         for problem in services._shape_problems(fields):
