@@ -29,8 +29,10 @@ class SuiteVersionListFilter(admin.RelatedFieldListFilter):
     (the suite as JSON, 380 KB for v1, decoded once a version for its name otherwise)."""
 
     def field_choices(self, field: Any, request: HttpRequest, model_admin: Any) -> list:
-        ordering = self.field_admin_ordering(field, request, model_admin) or ["name", "version"]
-        versions = SuiteVersion.objects.defer("definition").order_by(*ordering)
+        versions = SuiteVersion.objects.defer("definition")
+        ordering = self.field_admin_ordering(field, request, model_admin)
+        if ordering:  # else the model's own, as Django's filter orders them
+            versions = versions.order_by(*ordering)
         return [(version.pk, str(version)) for version in versions]
 
 

@@ -1212,7 +1212,7 @@ def _proc_uid(pid: int) -> int | None:
         return None
 
 
-def _start_ticks(pid: int) -> int | None:
+def start_ticks(pid: int) -> int | None:
     """When a process started (clock ticks since boot), or None if it is gone."""
     fields = _stat_fields(pid)
     try:
@@ -1228,7 +1228,7 @@ after the child is reaped, when ``/proc`` no longer has it."""
 
 def remember_start(pid: int) -> None:
     """Note when the child ``pid``, just launched (not yet reaped), started."""
-    ticks = _start_ticks(pid)
+    ticks = start_ticks(pid)
     if ticks is not None:
         _LAUNCH_TICKS[pid] = ticks
 
@@ -1243,7 +1243,7 @@ def descendants(session: int, uid: int | None) -> list[int]:
     # Its start as noted at launch: once it is reaped (a kill after its wait), /proc has
     # none, and every process of the sandbox user adopted here would pass for its orphan
     # (a child started ahead of its turn as the same user, say, would be killed with it).
-    child_started = _LAUNCH_TICKS.get(session) or _start_ticks(session)
+    child_started = _LAUNCH_TICKS.get(session) or start_ticks(session)
     found: set[int] = set()
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
@@ -1258,7 +1258,7 @@ def descendants(session: int, uid: int | None) -> list[int]:
         if sid == session or group == session:
             found.add(pid)
         elif parent == me and uid is not None and _proc_uid(pid) == uid:
-            started = _start_ticks(pid)
+            started = start_ticks(pid)
             if child_started is None or started is None or started >= child_started:
                 found.add(pid)
     pending = list(found)

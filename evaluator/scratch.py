@@ -15,7 +15,7 @@ claimed by a process of this PID namespace that no longer exists: a folder being
 yet claimed), another user's, a live process's or one claimed in another namespace (a
 container sharing the temporary folder) is left.
 
-Standard library only.
+Standard library only (and ``evaluator.sandbox``'s reading of ``/proc``).
 """
 
 from __future__ import annotations
@@ -27,20 +27,11 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from evaluator.sandbox import start_ticks
+
 OWNER_FILE = ".atrex-owner"
 PREFIXES = ("atrex-run-", "atrex-forkserver-")
-"""The folders of the harness's own that ``sweep`` looks at."""
-
-
-def process_start(pid: int) -> str | None:
-    """The start time of process ``pid`` (clock ticks after boot), None when there is none."""
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: fields after its last ")".
-    fields = stat_line.rsplit(")", 1)[-1].split()
-    return fields[19] if len(fields) > 19 else None
+"""The folders of the harness's own that ``sweep_killed_folders`` looks at."""
 
 
 def pid_namespace() -> str:
@@ -54,7 +45,8 @@ def pid_namespace() -> str:
 def claim_folder(folder: str | os.PathLike[str]) -> None:
     """Write this process's ``OWNER_FILE`` into ``folder`` (just made by this process)."""
     pid = os.getpid()
-    claim = f"{pid} {process_start(pid) or '-'} {pid_namespace()}\n"
+    started = start_ticks(pid)
+    claim = f"{pid} {'-' if started is None else started} {pid_namespace()}\n"
     Path(folder, OWNER_FILE).write_text(claim)
 
 
@@ -68,10 +60,10 @@ def owner_alive(folder: Path) -> bool:
         return True
     if namespace != pid_namespace() or namespace == "-":
         return True  # a pid of another namespace (a container sharing the folder) says nothing
-    now = process_start(pid)
+    now = start_ticks(pid)
     if now is None:
         return False
-    return start == "-" or now == start
+    return start == "-" or str(now) == start
 
 
 def sweep_killed_folders(

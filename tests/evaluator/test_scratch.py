@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.sandbox import start_ticks
 from evaluator.scratch import (
     OWNER_FILE,
     claim_folder,
     pid_namespace,
-    process_start,
     sweep_killed_folders,
 )
 
@@ -66,7 +66,7 @@ def test_a_pid_used_again_by_another_process_does_not_keep_a_folder(tmp_path):
     folder = tmp_path / "atrex-run-reused"
     folder.mkdir()
     # This process's pid, but not its start: the process that claimed it is gone.
-    start = int(process_start(os.getpid()) or 0)
+    start = start_ticks(os.getpid()) or 0
     (folder / OWNER_FILE).write_text(f"{os.getpid()} {start + 1} {pid_namespace()}\n")
     assert sweep_killed_folders(tmp_path) == [str(folder)]
 
